@@ -1,0 +1,43 @@
+# pvc_add_module(NAME SOURCES ... [LIBRARIES ...])
+#   One folder = one module .so, loaded by the core's ModuleHost through Boost.DLL.
+#   Builds pvc-module-<NAME>.so into ${PROJECT_BINARY_DIR}/modules so tests and the
+#   lab find every module in one directory, and installs it into the module dir.
+function(pvc_add_module NAME)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  set(target pvc-module-${NAME})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE pvc::core ${ARG_LIBRARIES})
+  set_target_properties(${target} PROPERTIES
+    PREFIX "lib"
+    CXX_VISIBILITY_PRESET hidden
+    LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/modules)
+  install(TARGETS ${target} LIBRARY DESTINATION ${PVC_MODULE_INSTALL_DIR})
+endfunction()
+
+# pvc_add_health_plugin(NAME SOURCES ... [LIBRARIES ...])
+#   A native health plugin .so exporting pvc_health_plugin_create/pvc_health_plugin_abi.
+function(pvc_add_health_plugin NAME)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  set(target pvc-plugin-${NAME})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE pvc::core ${ARG_LIBRARIES})
+  set_target_properties(${target} PROPERTIES
+    PREFIX "" OUTPUT_NAME ${NAME}
+    CXX_VISIBILITY_PRESET hidden
+    LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/plugins)
+  install(TARGETS ${target} LIBRARY DESTINATION ${PVC_PLUGIN_INSTALL_DIR})
+endfunction()
+
+# pvc_add_test(NAME SOURCES ... LABELS ... [LIBRARIES ...] [TIMEOUT s])
+#   A GoogleTest binary registered with ctest under the given labels.
+function(pvc_add_test NAME)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LABELS;LIBRARIES" ${ARGN})
+  add_executable(${NAME} ${ARG_SOURCES})
+  target_link_libraries(${NAME} PRIVATE pvc::core pvc::testsupport GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_test(NAME ${NAME} COMMAND ${NAME})
+  set_tests_properties(${NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "PVC_BUILD_DIR=${PROJECT_BINARY_DIR};PVC_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

@@ -1,0 +1,160 @@
+// The node daemon's configuration: pvcnoded.yaml parsed into an immutable,
+// typed value (node-lifecycle.md §1). Loading reports every problem at once,
+// each with its YAML path and line.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pvc {
+
+// Exit status for a configuration error (EX_CONFIG).
+inline constexpr int exit_config_error = 78;
+
+// Host identity, derived from the kernel hostname (node-lifecycle.md §1.2).
+struct HostIdentity {
+    std::string fqdn;       // gethostname()
+    std::string hostname;   // fqdn up to the first '.': the node's name in ZooKeeper
+    std::string domain;     // after the first '.', "" if none
+    std::string node_id;    // last run of digits in hostname, "0" if none ("01" stays "01")
+    // [logical CPU count, uname -r, uname -o, uname -m]
+    std::vector<std::string> static_data;
+
+    static HostIdentity from_hostname(const std::string& fqdn);
+    static HostIdentity of_this_host();
+};
+
+struct NetworkRole {                       // pvc.cluster.networks.<role> + networking.<role>
+    std::optional<std::string> domain;
+    std::optional<std::string> network;       // CIDR, strict
+    std::optional<std::string> floating_ip;   // addr/prefix
+    std::optional<std::string> gateway;       // upstream only
+    std::optional<std::string> device;
+    std::optional<int> mtu;
+    std::optional<std::string> address;       // as written: "by-id" or addr/prefix
+    std::optional<std::string> dev_ip;        // derived: addr/prefix of this node
+};
+
+struct DatabaseConfig {
+    std::optional<std::string> host;
+    std::optional<int> port;
+    std::optional<std::string> name;
+    std::optional<std::string> user;
+    std::optional<std::string> pass;
+};
+
+struct SriovDevice {
+    std::string phy;
+    std::optional<int> mtu;
+    int vfcount = 0;
+};
+
+struct Config {
+    // identity
+    HostIdentity host;
+    std::string node;                   // pvc.node (default: host.hostname)
+    std::string daemon_mode;            // "coordinator" | "hypervisor"
+    bool debug = false;
+
+    // pvc.functions
+    bool enable_hypervisor = false;
+    bool enable_networking = false;
+    bool enable_storage = false;
+    bool enable_api = false;
+
+    // pvc.cluster
+    std::vector<std::string> coordinators;  // as written ("host" or "host:port")
+    std::string zookeeper_hosts;            // derived connect string
+    NetworkRole upstream, cluster, storage;
+    DatabaseConfig dns_database, metadata_database;
+
+    // pvc.system.intervals
+    int vm_shutdown_timeout = 60;
+    int keepalive_interval = 5;
+    std::optional<int> monitoring_interval;  // unset: a pass per keepalive
+    int plugin_timeout = 30;
+    int fence_intervals = 6;
+    int suicide_intervals = 0;
+
+    // pvc.system.fencing
+    std::string successful_fence;  // "migrate" or anything else (= none)
+    std::string failed_fence;
+    std::string ipmi_hostname;
+    std::string ipmi_username = "null";
+    std::string ipmi_password = "null";
+    // Command run to reset this node when self-fencing (tests replace it).
+    std::string suicide_command = "systemctl reboot --force --force";
+
+    // pvc.system.migration
+    std::string migration_target_selector = "mem";
+
+    // pvc.system.hypervisor (ours)
+    std::string libvirt_uri = "qemu:///system";
+    std::string migration_uri = "qemu+tcp://{node}.{cluster_domain}/system";
+    int max_parallel_migrations = 1;
+
+    // pvc.system.configuration.directories
+    std::filesystem::path plugin_directory = "/usr/share/pvc/plugins";
+    std::filesystem::path module_directory;  // default: the installed module dir
+    std::filesystem::path dynamic_directory;
+    std::filesystem::path log_directory;
+    std::filesystem::path console_log_directory;
+
+    // pvc.system.configuration.logging
+    bool file_logging = false;
+    bool stdout_logging = false;
+    bool zookeeper_logging = false;
+    bool log_colours = false;
+    bool log_dates = false;
+    bool log_keepalives = false;
+    bool log_keepalive_cluster_details = false;
+    bool log_keepalive_plugin_details = false;
+    int console_log_lines = 0;
+    int node_log_lines = 0;
+
+    // pvc.system.configuration.networking
+    std::optional<std::string> bridge_dev;
+    std::optional<int> bridge_mtu;
+    bool enable_sriov = false;
+    std::vector<SriovDevice> sriov_devices;
+
+    // pvc.system.configuration.storage
+    std::optional<std::string> ceph_config_file;
+    std::optional<std::string> ceph_admin_keyring;
+
+    std::string pvcnoded_version;
+
+    // The flat configuration dictionary legacy Python plugins see
+    // (health-plugins.md §2), with the reference's key names.
+    nlohmann::json flat() const;
+};
+
+struct ConfigProblem {
+    std::string path;     // YAML path, "pvc.cluster.coordinators"
+    int line = 0;         // 1-based, 0 if unknown
+    std::string message;
+    std::string to_string(const std::string& file) const;  // "file:12: pvc.node: message"
+};
+
+class ConfigError : public std::runtime_error {
+public:
+    ConfigError(std::string file, std::vector<ConfigProblem> problems);
+    const std::string file;
+    const std::vector<ConfigProblem> problems;
+};
+
+// Loads and validates; throws ConfigError with every problem found.
+// `host` overrides the host identity (tests).
+Config load_config(const std::filesystem::path& file, const std::optional<HostIdentity>& host = std::nullopt);
+Config parse_config(const std::string& yaml_text, const std::string& name_for_errors,
+                    const std::optional<HostIdentity>& host = std::nullopt);
+
+// Where the config path comes from: --config, else PVCD_CONFIG_FILE, else /etc/pvc/pvcnoded.yaml.
+std::filesystem::path config_path(const std::optional<std::string>& cli_value);
+
+}  // namespace pvc

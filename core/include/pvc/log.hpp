@@ -1,0 +1,62 @@
+// Logging in the reference's format (node-lifecycle.md §12) over spdlog.
+//
+//   [>>> | prompt] [YYYY/MM/DD HH:MM:SS.ffffff ] [prefix - ]message
+//
+// Sinks: stdout, <log_directory>/pvc.log, and ZooKeeper (/logs/<node>/messages,
+// the last node_log_lines lines), each enabled by its config flag.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace pvc {
+
+struct Config;
+namespace zk { class Session; }
+
+// The reference's log states: o ok, e error, w warning, t tick, i info, s system, d debug.
+enum class LogState { ok, error, warning, tick, info, system, debug, none };
+
+class LogSink;  // implementation detail (src/)
+
+// A named logger: a prefix in front of every line ("" for the daemon itself).
+class Logger {
+public:
+    Logger() = default;
+    Logger(std::shared_ptr<LogSink> sink, std::string prefix) : sink_(std::move(sink)), prefix_(std::move(prefix)) {}
+
+    void log(LogState state, std::string_view message) const;
+    Logger child(std::string prefix) const { return Logger(sink_, std::move(prefix)); }
+    const std::string& prefix() const { return prefix_; }
+    bool debug_enabled() const;
+
+    template <class... A> void ok(fmt::format_string<A...> f, A&&... a) const { log(LogState::ok, fmt::format(f, std::forward<A>(a)...)); }
+    template <class... A> void error(fmt::format_string<A...> f, A&&... a) const { log(LogState::error, fmt::format(f, std::forward<A>(a)...)); }
+    template <class... A> void warn(fmt::format_string<A...> f, A&&... a) const { log(LogState::warning, fmt::format(f, std::forward<A>(a)...)); }
+    template <class... A> void tick(fmt::format_string<A...> f, A&&... a) const { log(LogState::tick, fmt::format(f, std::forward<A>(a)...)); }
+    template <class... A> void info(fmt::format_string<A...> f, A&&... a) const { log(LogState::info, fmt::format(f, std::forward<A>(a)...)); }
+    template <class... A> void system(fmt::format_string<A...> f, A&&... a) const { log(LogState::system, fmt::format(f, std::forward<A>(a)...)); }
+    template <class... A> void debug(fmt::format_string<A...> f, A&&... a) const {
+        if (debug_enabled()) log(LogState::debug, fmt::format(f, std::forward<A>(a)...));
+    }
+
+private:
+    std::shared_ptr<LogSink> sink_;
+    std::string prefix_;
+};
+
+// Builds the daemon's log sink from the logging keys of `config`.
+// Without a config (early start-up, tools) logs plain lines to stderr.
+std::shared_ptr<LogSink> make_log_sink(const Config* config);
+// Starts copying lines into ZooKeeper (zookeeper_logging); lines logged
+// before are kept in the ring and written at once.
+void attach_zookeeper(const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> session,
+                      const std::string& node);
+// Reopen the log file (SIGHUP) and flush/stop the ZooKeeper writer (shutdown, bounded).
+void reopen_log_file(const std::shared_ptr<LogSink>& sink);
+void shutdown_log_sink(const std::shared_ptr<LogSink>& sink);
+
+}  // namespace pvc

@@ -1,0 +1,134 @@
+// The module SDK: what a module .so exports and what the core gives it.
+//
+// A module exports (Boost.DLL, extern "C" aliases):
+//   pvc_module_abi     — int, must equal pvc::module_abi exactly
+//   pvc_module_create  — std::unique_ptr<pvc::Module>()
+// Use PVC_MODULE(ClassName) at namespace scope in one source of the module.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/dll/alias.hpp>
+
+#include "pvc/config.hpp"
+#include "pvc/log.hpp"
+#include "pvc/zk.hpp"
+
+namespace pvc {
+
+// Bumped whenever anything in core/include/pvc changes incompatibly.
+inline constexpr int module_abi = 1;
+
+using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+
+// One io_context (the daemon's event loop) plus a bounded pool for blocking
+// work (libvirt lifecycle calls, process spawns). Blocking work never runs
+// on the io_context; results are posted back to the caller's strand.
+class Executor {
+public:
+    explicit Executor(unsigned blocking_threads = 4) : pool_(blocking_threads) {}
+    boost::asio::io_context& io() { return io_; }
+    Strand make_strand() { return boost::asio::make_strand(io_); }
+    // Runs `work` on the blocking pool, then `done(result)` on `strand`.
+    template <class Work, class Done>
+    void blocking(Strand strand, Work work, Done done) {
+        boost::asio::post(pool_, [strand, work = std::move(work), done = std::move(done)]() mutable {
+            auto result = work();
+            boost::asio::post(strand, [done = std::move(done), result = std::move(result)]() mutable {
+                done(std::move(result));
+            });
+        });
+    }
+    template <class Work>
+    void blocking(Work work) { boost::asio::post(pool_, std::move(work)); }
+    void stop_pool() { pool_.stop(); pool_.join(); }
+
+private:
+    boost::asio::io_context io_;
+    boost::asio::thread_pool pool_;
+};
+
+// A typed event the core publishes; subscribers are called on the thread that
+// emits (the core's strand) and must not block.
+template <class... Args>
+class Signal {
+public:
+    using Slot = std::function<void(Args...)>;
+    void subscribe(Slot s) {
+        std::lock_guard g(m_);
+        slots_.push_back(std::move(s));
+    }
+    void emit(Args... args) const {
+        std::vector<Slot> copy;
+        {
+            std::lock_guard g(m_);
+            copy = slots_;
+        }
+        for (auto& s : copy) s(args...);
+    }
+
+private:
+    mutable std::mutex m_;
+    std::vector<Slot> slots_;
+};
+
+// Figures a module adds to the keepalive (node-lifecycle.md §5.2, hypervisor.md §14.2).
+// Each contributor sets only what it owns; the core writes everything in one transaction.
+struct KeepaliveReport {
+    bool has_vm_figures = false;             // set by the hypervisor module
+    int domains_count = 0;                   // domainscount
+    long memalloc_mib = 0;
+    long memprov_mib = 0;
+    int vcpualloc = 0;
+    std::vector<std::string> running_domains;
+    int own_osds = -1;                       // storage: for the log line (-1 = unknown)
+    // Extra keys to write in the same transaction (path, value).
+    std::vector<zk::KeyValue> extra_writes;
+};
+
+struct CoreEvents {
+    Signal<std::string> daemon_state;        // own daemonstate as written by the core
+    Signal<std::string> router_state;        // own routerstate as seen in ZooKeeper
+    Signal<> keepalive_tick;                 // after each keepalive write
+    Signal<> session_recovered;              // ZooKeeper session expired and was re-established
+};
+
+struct NodeContext {
+    const Config& config;
+    Logger logger;                           // prefix = module name
+    std::shared_ptr<zk::Session> zk;
+    Executor& executor;
+    CoreEvents& events;
+};
+
+class Module {
+public:
+    virtual ~Module() = default;
+    virtual std::string_view name() const = 0;
+    // Called once after registration, on the core's thread; set up watches here.
+    virtual void start(NodeContext& ctx) = 0;
+    // Orderly stop; must not touch running VMs. Called once.
+    virtual void stop() = 0;
+    // Fill this module's part of the keepalive from cached state. Must not block.
+    virtual void contribute(KeepaliveReport&) {}
+};
+
+using ModuleFactory = std::unique_ptr<Module>();
+
+}  // namespace pvc
+
+#define PVC_MODULE(CLASS)                                                                   \
+    namespace pvc_module_exports {                                                          \
+    extern "C" BOOST_SYMBOL_EXPORT const int pvc_module_abi = ::pvc::module_abi;            \
+    std::unique_ptr<::pvc::Module> create_module() { return std::make_unique<CLASS>(); }    \
+    BOOST_DLL_ALIAS(pvc_module_exports::create_module, pvc_module_create)                   \
+    }

@@ -1,0 +1,198 @@
+// ZooKeeper: one session wrapper over libzookeeper_mt, kazoo-style watches,
+// reference-compatible multi-key transactions and kazoo-compatible locks.
+//
+// Threading: every blocking call (get, write, lock acquire...) may be made
+// from any thread except a watch callback. Watch and session-event callbacks
+// run on the session's single event thread, in order; they must be short
+// (post work to a strand) and must not call blocking Session methods other
+// than the reads they need. The session reconnects by itself: on expiry it
+// opens a new session, re-creates its registered ephemerals, re-arms every
+// live watch (each fires once with the current value) and emits
+// SessionEvent::expired_recovered.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pvc::zk {
+
+using namespace std::chrono_literals;
+
+// Result codes of operations that may fail for ordinary reasons.
+enum class Status { ok, no_node, node_exists, bad_version, not_empty, connection_loss, session_expired,
+                    timeout, closed, other };
+const char* to_string(Status s);
+
+class Error : public std::runtime_error {
+public:
+    Error(Status s, const std::string& what) : std::runtime_error(what), status(s) {}
+    Status status;
+};
+
+struct Stat {
+    int32_t version = -1;         // data version
+    int32_t cversion = -1;        // children version
+    int64_t mzxid = 0;
+    int64_t ephemeral_owner = 0;  // session id of the owner, 0 if persistent
+    int32_t num_children = 0;
+};
+
+enum class SessionEvent {
+    connected,          // first connection established
+    suspended,          // connection lost, session may still be alive
+    reconnected,        // same session resumed after `suspended`
+    expired_recovered,  // old session expired; new one open, ephemerals and watches restored
+    closed,
+};
+const char* to_string(SessionEvent e);
+
+struct SessionOptions {
+    // "host:port,host:port" (libzookeeper connect string, no chroot).
+    std::string hosts;
+    std::chrono::milliseconds session_timeout = 10s;
+    // How long connect() waits for the first session before throwing.
+    std::chrono::milliseconds connect_timeout = 15s;
+    // Per-operation bound for blocking calls while disconnected.
+    std::chrono::milliseconds op_timeout = 10s;
+};
+
+// A (path, data) pair written by Session::write().
+using KeyValue = std::pair<std::string, std::string>;
+
+class Session;
+
+// Handle of a live watch; destroying (or cancel()) stops further callbacks.
+class Watch {
+public:
+    virtual ~Watch() = default;
+    virtual void cancel() = 0;
+};
+
+// Data watch callback: latest data (nullopt = znode absent) and its stat.
+using DataCallback = std::function<void(const std::optional<std::string>& data, const Stat& stat)>;
+// Children watch callback: latest children with lock contenders removed
+// (nullopt = znode absent).
+using ChildrenCallback = std::function<void(const std::optional<std::vector<std::string>>& children)>;
+using SessionCallback = std::function<void(SessionEvent)>;
+
+// One multi-operation, all-or-nothing.
+class Transaction {
+public:
+    explicit Transaction(Session& s) : session_(s) {}
+    Transaction& create(std::string path, std::string data, bool ephemeral = false);
+    Transaction& set(std::string path, std::string data, int32_t version = -1);
+    Transaction& check(std::string path, int32_t version);
+    Transaction& remove(std::string path, int32_t version = -1);
+    // Commits; returns Status::ok or the first failing op's status.
+    Status commit();
+    bool empty() const { return ops_.empty(); }
+
+    struct Op {
+        enum Kind { create, set, check, remove } kind;
+        std::string path;
+        std::string data;
+        int32_t version = -1;
+        bool ephemeral = false;
+    };
+    const std::vector<Op>& ops() const { return ops_; }
+
+private:
+    Session& session_;
+    std::vector<Op> ops_;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    // Connects, waiting up to options.connect_timeout; throws zk::Error
+    // (Status::timeout) naming the hosts if no session could be opened.
+    static std::shared_ptr<Session> connect(SessionOptions options);
+    virtual ~Session() = default;
+
+    // Closes the session (ephemerals and lock contenders vanish). Idempotent.
+    virtual void close() = 0;
+    virtual bool connected() const = 0;
+    virtual int64_t session_id() const = 0;
+    virtual const SessionOptions& options() const = 0;
+
+    // --- reads (nullopt when absent; throw zk::Error on other failures) ---
+    virtual std::optional<std::string> get(const std::string& path, Stat* stat = nullptr) = 0;
+    virtual bool exists(const std::string& path, Stat* stat = nullptr) = 0;
+    // Children names, lock contenders removed, sorted.
+    virtual std::optional<std::vector<std::string>> children(const std::string& path) = 0;
+    // Children names as ZooKeeper returns them (lock recipes need these).
+    virtual std::optional<std::vector<std::string>> raw_children(const std::string& path) = 0;
+
+    // --- writes ---
+    // The reference's write: one multi of create (absent) or set+check(v+1)
+    // (present) per pair, in order; false (and a logged reason) on failure.
+    virtual bool write(const std::vector<KeyValue>& kvs) = 0;
+    bool write(const std::string& path, const std::string& data) { return write({{path, data}}); }
+    // Plain create; returns the created path (sequential suffix included).
+    virtual std::string create(const std::string& path, const std::string& data, bool ephemeral = false,
+                               bool sequential = false) = 0;
+    // Creates `path` and any missing parents with empty data (existing ones untouched).
+    virtual void ensure_path(const std::string& path) = 0;
+    // An ephemeral owned by this daemon: re-created after session expiry
+    // until remove_ephemeral(). Returns false if it exists already (owned by another session).
+    virtual bool create_ephemeral(const std::string& path, const std::string& data) = 0;
+    virtual void remove_ephemeral(const std::string& path) = 0;
+    // Recursive delete (children first, not atomic). False if it did not exist.
+    virtual bool remove_recursive(const std::string& path) = 0;
+    virtual Status commit(const Transaction& tx) = 0;
+
+    // --- watches (kazoo DataWatch / ChildrenWatch) ---
+    // Called once at once with the current value, then after every change
+    // with the latest value; re-armed after each fire and after session recovery.
+    virtual std::shared_ptr<Watch> watch_data(const std::string& path, DataCallback cb) = 0;
+    virtual std::shared_ptr<Watch> watch_children(const std::string& path, ChildrenCallback cb) = 0;
+
+    // Session state changes; returned handle unsubscribes on destruction.
+    virtual std::shared_ptr<Watch> on_session_event(SessionCallback cb) = 0;
+};
+
+enum class LockKind { exclusive, write, read };
+
+// kazoo-compatible Lock / WriteLock / ReadLock on key `path`
+// (cluster-state.md §7). Not re-entrant; released by the destructor.
+class Lock {
+public:
+    Lock(std::shared_ptr<Session> session, std::string path, LockKind kind, std::string identifier = "");
+    ~Lock();
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+
+    // Blocks until held, or until `timeout` passes (nullopt = forever).
+    // Returns false on timeout (our contender is removed) or when the session closes.
+    bool acquire(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+    void release();
+    bool held() const { return !node_.empty(); }
+    // Name of our contender znode while held or waiting ("" otherwise).
+    const std::string& contender() const { return node_; }
+
+private:
+    std::shared_ptr<Session> session_;
+    std::string path_;
+    LockKind kind_;
+    std::string identifier_;
+    std::string prefix_;  // "<hex uuid4><marker>"
+    std::string node_;
+};
+
+// Builds a "host:port,..." connect string from coordinator entries
+// ("host" or "host:port"; default port 2181).
+std::string connect_string(const std::vector<std::string>& coordinators);
+
+// Encodings of cluster-state.md §3.
+std::string py_bool(bool b);                 // "True"/"False"
+std::string py_float(double d);              // Python float repr ("0.0", "0.52")
+// Lenient boolean: y yes t true on 1 / n no f false off 0 (case-insensitive).
+std::optional<bool> lenient_bool(std::string_view s);
+
+}  // namespace pvc::zk

@@ -1,0 +1,76 @@
+// A real ZooKeeper for tests: Debian's zookeeper jar run directly with a small
+// heap, a private data dir and a free loopback port. Torn down by the destructor.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pvc::test {
+
+// A fresh temporary directory, removed (recursively) by the destructor.
+class TempDir {
+public:
+    explicit TempDir(const std::string& tag = "pvc");
+    ~TempDir();
+    const std::filesystem::path& path() const { return path_; }
+private:
+    std::filesystem::path path_;
+};
+
+// Standalone server on 127.0.0.1:<free port>.
+class ZkServer {
+public:
+    // Starts and waits until it answers `ruok`; throws on failure.
+    ZkServer();
+    ~ZkServer();
+    std::string hosts() const;        // "127.0.0.1:PORT"
+    int port() const;
+    void stop();                      // SIGTERM, wait
+    void start();                     // again, same data dir and port
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// 3-member (or n) ensemble on 127.0.0.1 with distinct ports.
+class ZkEnsemble {
+public:
+    explicit ZkEnsemble(int members = 3);
+    ~ZkEnsemble();
+    std::string hosts() const;        // all members
+    std::string host(int i) const;    // one member
+    void kill(int i);                 // SIGKILL member i
+    void start(int i);                // restart member i
+    // Waits until a quorum serves requests.
+    void wait_quorum(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// A name unique to this test run ("t<pid>x<n>"), usable as a node name.
+std::string unique_name(const std::string& base = "node");
+
+// Runs `/usr/bin/python3 -c script args...` and returns {exit status, stdout}.
+struct ProcResult { int status; std::string out; std::string err; };
+ProcResult run_python(const std::string& script, const std::vector<std::string>& args = {},
+                      std::chrono::seconds timeout = std::chrono::seconds(60));
+// Runs a command (argv), captures output.
+ProcResult run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// Polls `pred` every 20 ms until true or timeout; returns the last result.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return pred();
+}
+
+}  // namespace pvc::test
