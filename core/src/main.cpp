@@ -1,0 +1,2 @@
+// pvcnoded: the PVC node daemon.
+int main() { return 0; }
