@@ -1,21 +1,27 @@
 # Shared settings of the lab harness (sourced by the other scripts, never run).
 #
 # Topology (all confined to network namespaces this harness creates):
-#   netns pvclab-sw    bridge br0, address ${PVC_LAB_NET}.100 (lab services: ZooKeeper)
-#   netns pvclab-hvN   eth0 = ${PVC_LAB_NET}.N/24, veth to br0; node N's libvirtd (and daemon)
-#   root netns         veth pvclab-host = ${PVC_LAB_NET}.254/24 into br0 (PVC_LAB_HOST_LINK=1),
+#   netns <name>-sw    bridge br0, address ${PVC_LAB_NET}.100 (lab services: ZooKeeper)
+#   netns <name>-hvN   eth0 = ${PVC_LAB_NET}.N/24, veth to br0; node N's libvirtd (and daemon)
+#   root netns         veth <name>-host = ${PVC_LAB_NET}.254/24 into br0 (PVC_LAB_HOST_LINK=1),
 #                      so tests running in the root netns reach every node by IP
+# <name> is $PVC_LAB_NAME (default pvclab): two labs with different names and nets
+# (e.g. a developer's lab and the e2e tests) run side by side.
 # State lives under $PVC_LAB_DIR (default: a fixed directory under $TMPDIR).
+# $PVC_LAB_DIR/hosts names every node (hvN, hvN.<cluster domain>); node namespaces
+# and tests bind-mount it over /etc/hosts so migration URIs by name resolve.
 
-PVC_LAB_DIR=${PVC_LAB_DIR:-${TMPDIR:-/tmp}/pvc-lab}
+PVC_LAB_NAME=${PVC_LAB_NAME:-pvclab}
+PVC_LAB_DIR=${PVC_LAB_DIR:-${TMPDIR:-/tmp}/$PVC_LAB_NAME}
 PVC_LAB_NET=${PVC_LAB_NET:-10.123.0}          # first three octets of the lab /24
 PVC_LAB_DOMAIN=${PVC_LAB_DOMAIN:-pvc.local}   # cluster domain: hvN.<domain> resolves in nodes
 PVC_LAB_HOST_LINK=${PVC_LAB_HOST_LINK:-1}
 # QEMU capability probing costs ~8 s per fresh cache; keep one cache for every lab run.
 PVC_LAB_CACHE=${PVC_LAB_CACHE:-${TMPDIR:-/tmp}/pvc-lab-cache}
 
-LAB_SW=pvclab-sw
-LAB_HOST_IF=pvclab-host
+[ ${#PVC_LAB_NAME} -le 10 ] || { echo "lab: PVC_LAB_NAME too long (interface names)" >&2; exit 1; }
+LAB_SW=$PVC_LAB_NAME-sw
+LAB_HOST_IF=$PVC_LAB_NAME-host
 LAB_SW_IP=$PVC_LAB_NET.100
 LAB_HOST_IP=$PVC_LAB_NET.254
 
@@ -28,7 +34,7 @@ node_num() {
     echo $((10#$n))
 }
 node_name() { echo "hv$(node_num "$1")"; }
-node_ns()   { echo "pvclab-hv$(node_num "$1")"; }
+node_ns()   { echo "$PVC_LAB_NAME-hv$(node_num "$1")"; }
 node_ip()   { echo "$PVC_LAB_NET.$(node_num "$1")"; }
 
 lab_die() { echo "lab: $*" >&2; exit 1; }
@@ -50,4 +56,15 @@ lab_accel() {
         fi
     fi
     cat "$f"
+}
+
+# Writes $PVC_LAB_DIR/hosts (every possible node by name) and prints its path.
+lab_hosts_file() {
+    local f=$PVC_LAB_DIR/hosts i
+    mkdir -p "$PVC_LAB_DIR"
+    {
+        echo "127.0.0.1 localhost"
+        for i in $(seq 1 99); do echo "$PVC_LAB_NET.$i hv$i.$PVC_LAB_DOMAIN hv$i"; done
+    } >"$f.tmp" && mv "$f.tmp" "$f"
+    echo "$f"
 }

@@ -53,14 +53,7 @@ migration_address = "$IP"
 migration_host = "$IP"
 CONF
     : >"$R/etc/libvirt.conf"
-    # Every lab node resolves every other by name (hvN, hvN.<cluster domain>).
-    {
-        echo "127.0.0.1 localhost"
-        echo "$IP $NAME.$PVC_LAB_DOMAIN $NAME"
-        for i in $(seq 1 99); do
-            [ "$i" = "$NUM" ] || echo "$PVC_LAB_NET.$i hv$i.$PVC_LAB_DOMAIN hv$i"
-        done
-    } >"$R/hosts"
+    cp "$(lab_hosts_file)" "$R/hosts"
 }
 
 case "$cmd" in

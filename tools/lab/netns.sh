@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lab network: a switch netns holding bridge br0, one netns per node wired to it.
-#   netns.sh up N...     create (idempotent) pvclab-sw and pvclab-hvN, eth0 = <net>.N/24
+#   netns.sh up N...     create (idempotent) <name>-sw and <name>-hvN, eth0 = <net>.N/24;
+#                        writes $PVC_LAB_DIR/hosts
 #   netns.sh down [N...] remove the given nodes (default: all); the switch and the
 #                        root-side link go when no node is left
 #   netns.sh exec N CMD  run CMD in node N's netns
@@ -41,7 +42,7 @@ node_up() {
     echo "netns $ns: eth0 $ip/24"
 }
 
-lab_nodes() { ip netns list | awk '{print $1}' | sed -n 's/^pvclab-hv\([0-9]*\)$/\1/p' | sort -n; }
+lab_nodes() { ip netns list | awk '{print $1}' | sed -n "s/^$PVC_LAB_NAME-hv\\([0-9]*\\)\$/\\1/p" | sort -n; }
 
 cmd=${1:-}; shift || true
 case "$cmd" in
@@ -50,6 +51,7 @@ up)
     [ $# -gt 0 ] || lab_die "usage: netns.sh up N..."
     switch_up
     for n in "$@"; do node_up "$n"; done
+    lab_hosts_file >/dev/null
     ;;
 down)
     lab_need_root
@@ -58,6 +60,7 @@ down)
     if [ -z "$(lab_nodes)" ]; then
         ip link del $LAB_HOST_IF 2>/dev/null || true
         ip netns del $LAB_SW 2>/dev/null || true
+        rm -f "$PVC_LAB_DIR/hosts"
     fi
     echo "netns down: ${nodes[*]:-none}" ;;
 exec)
