@@ -1,0 +1,921 @@
+// pvcnoded.yaml → pvc::Config (node-lifecycle.md §1). Every problem is
+// collected with its YAML path and line before anything is thrown, so an
+// operator fixes a file in one pass.
+#include "pvc/config.hpp"
+
+#include <arpa/inet.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#ifndef PVC_VERSION
+#define PVC_VERSION "unknown"
+#endif
+
+namespace pvc {
+
+// ---------------------------------------------------------------------------
+// Host identity
+
+namespace {
+
+std::vector<std::string> static_data_of_this_machine() {
+    long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    struct utsname u {};
+    std::string release, os, machine;
+    if (::uname(&u) == 0) {
+        release = u.release;
+        machine = u.machine;
+        // `uname -o` reports the operating system, not the kernel name; on a
+        // glibc Linux system that is "GNU/Linux".
+        os = std::string(u.sysname) == "Linux" ? "GNU/Linux" : u.sysname;
+    }
+    return {std::to_string(cpus > 0 ? cpus : 1), release, os, machine};
+}
+
+}  // namespace
+
+HostIdentity HostIdentity::from_hostname(const std::string& fqdn) {
+    HostIdentity h;
+    h.fqdn = fqdn;
+    auto dot = fqdn.find('.');
+    h.hostname = fqdn.substr(0, dot);
+    h.domain = dot == std::string::npos ? "" : fqdn.substr(dot + 1);
+    // Last maximal run of decimal digits in the short hostname.
+    h.node_id = "0";
+    auto end = h.hostname.find_last_of("0123456789");
+    if (end != std::string::npos) {
+        auto begin = end;
+        while (begin > 0 && h.hostname[begin - 1] >= '0' && h.hostname[begin - 1] <= '9') --begin;
+        h.node_id = h.hostname.substr(begin, end - begin + 1);
+    }
+    // static_data always describes the machine the code runs on.
+    h.static_data = static_data_of_this_machine();
+    return h;
+}
+
+HostIdentity HostIdentity::of_this_host() {
+    std::array<char, 256> buf{};
+    if (::gethostname(buf.data(), buf.size() - 1) != 0) buf[0] = '\0';
+    return from_hostname(buf.data());
+}
+
+// ---------------------------------------------------------------------------
+// Problems and errors
+
+std::string ConfigProblem::to_string(const std::string& file) const {
+    std::string out = file;
+    if (line > 0) out += fmt::format(":{}", line);
+    out += ": ";
+    if (!path.empty()) out += path + ": ";
+    out += message;
+    return out;
+}
+
+namespace {
+std::string summarize(const std::string& file, const std::vector<ConfigProblem>& problems) {
+    std::string out = fmt::format("{}: {} configuration problem{}", file, problems.size(),
+                                  problems.size() == 1 ? "" : "s");
+    for (const auto& p : problems) out += "\n" + p.to_string(file);
+    return out;
+}
+}  // namespace
+
+ConfigError::ConfigError(std::string file_, std::vector<ConfigProblem> problems_)
+    : std::runtime_error(summarize(file_, problems_)), file(std::move(file_)), problems(std::move(problems_)) {}
+
+std::filesystem::path config_path(const std::optional<std::string>& cli_value) {
+    if (cli_value && !cli_value->empty()) return *cli_value;
+    if (const char* env = std::getenv("PVCD_CONFIG_FILE"); env && *env) return env;
+    return "/etc/pvc/pvcnoded.yaml";
+}
+
+// ---------------------------------------------------------------------------
+// IP addresses and networks (IPv4 and IPv6), as Python's ipaddress sees them.
+
+namespace {
+
+using u128 = unsigned __int128;
+
+struct IpAddress {
+    int family = 4;  // 4 or 6
+    u128 value = 0;
+    int bits() const { return family == 4 ? 32 : 128; }
+};
+
+std::optional<IpAddress> parse_ip(const std::string& text) {
+    IpAddress a;
+    if (text.find(':') == std::string::npos) {
+        in_addr v4{};
+        if (::inet_pton(AF_INET, text.c_str(), &v4) != 1) return std::nullopt;
+        a.family = 4;
+        a.value = ntohl(v4.s_addr);
+        return a;
+    }
+    in6_addr v6{};
+    if (::inet_pton(AF_INET6, text.c_str(), &v6) != 1) return std::nullopt;
+    a.family = 6;
+    for (unsigned char byte : v6.s6_addr) a.value = (a.value << 8) | byte;
+    return a;
+}
+
+std::string format_ip(const IpAddress& a) {
+    std::array<char, INET6_ADDRSTRLEN> buf{};
+    if (a.family == 4) {
+        in_addr v4{};
+        v4.s_addr = htonl(static_cast<uint32_t>(a.value));
+        ::inet_ntop(AF_INET, &v4, buf.data(), buf.size());
+    } else {
+        in6_addr v6{};
+        u128 v = a.value;
+        for (int i = 15; i >= 0; --i) {
+            v6.s6_addr[i] = static_cast<unsigned char>(v & 0xff);
+            v >>= 8;
+        }
+        ::inet_ntop(AF_INET6, &v6, buf.data(), buf.size());
+    }
+    return buf.data();
+}
+
+std::optional<int> parse_prefix(const std::string& text, int max_bits) {
+    if (text.empty() || text.size() > 3) return std::nullopt;
+    int value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || ptr != text.data() + text.size() || value < 0 || value > max_bits) return std::nullopt;
+    return value;
+}
+
+u128 host_mask(int bits, int prefix) {
+    int host_bits = bits - prefix;
+    if (host_bits == 0) return 0;
+    if (host_bits == 128) return ~u128{0};
+    return (u128{1} << host_bits) - 1;
+}
+
+struct IpNetwork {
+    IpAddress address;  // the network address
+    int prefix = 0;
+
+    u128 last() const { return address.value | host_mask(address.bits(), prefix); }
+    // Usable hosts: Python's ip_network(...).hosts().
+    u128 first_host() const {
+        int host_bits = address.bits() - prefix;
+        return host_bits <= 1 ? address.value : address.value + 1;
+    }
+    u128 last_host() const {
+        int host_bits = address.bits() - prefix;
+        if (address.family == 4 && host_bits > 1) return last() - 1;
+        return last();
+    }
+    bool is_host(const IpAddress& a) const {
+        return a.family == address.family && a.value >= first_host() && a.value <= last_host();
+    }
+    std::string to_string() const { return fmt::format("{}/{}", format_ip(address), prefix); }
+};
+
+// A strict network: "addr/prefix" with no host bits set.
+std::optional<IpNetwork> parse_network(const std::string& text, std::string& why) {
+    auto slash = text.find('/');
+    if (slash == std::string::npos) {
+        why = "expected a network in CIDR form (address/prefix)";
+        return std::nullopt;
+    }
+    auto addr = parse_ip(text.substr(0, slash));
+    if (!addr) {
+        why = "not a valid IP network: bad address part";
+        return std::nullopt;
+    }
+    auto prefix = parse_prefix(text.substr(slash + 1), addr->bits());
+    if (!prefix) {
+        why = fmt::format("not a valid IP network: prefix length must be 0..{}", addr->bits());
+        return std::nullopt;
+    }
+    if (addr->value & host_mask(addr->bits(), *prefix)) {
+        IpAddress net = *addr;
+        net.value &= ~host_mask(addr->bits(), *prefix);
+        why = fmt::format("not a valid IP network: host bits are set (did you mean {}/{}?)", format_ip(net),
+                          *prefix);
+        return std::nullopt;
+    }
+    return IpNetwork{*addr, *prefix};
+}
+
+// ---------------------------------------------------------------------------
+// Reading YAML with paths and lines
+
+// A place in the document: a node that may be absent, its dotted path, and
+// the line to blame (the key's line if present, else the nearest parent's).
+struct At {
+    YAML::Node node;
+    bool exists = false;  // the key is written (its value may be null)
+    std::string path;
+    int line = 0;
+
+    bool has_value() const { return exists && !node.IsNull(); }
+};
+
+class Reader {
+public:
+    std::vector<ConfigProblem> problems;
+
+    void problem(const At& at, std::string message) { problems.push_back({at.path, at.line, std::move(message)}); }
+    void problem(const std::string& path, int line, std::string message) {
+        problems.push_back({path, line, std::move(message)});
+    }
+
+    static int line_of(const YAML::Node& n, int fallback) {
+        YAML::Mark m = n.Mark();
+        return m.is_null() || m.line < 0 ? fallback : m.line + 1;
+    }
+
+    At child(const At& parent, const std::string& key) {
+        At c;
+        c.path = parent.path.empty() ? key : parent.path + "." + key;
+        c.line = parent.line;
+        if (!parent.has_value() || !parent.node.IsMap()) return c;
+        int found = 0;
+        for (auto it = parent.node.begin(); it != parent.node.end(); ++it) {
+            if (!it->first.IsScalar() || it->first.Scalar() != key) continue;
+            if (++found == 1) {
+                c.node = it->second;
+                c.exists = true;
+                c.line = line_of(it->first, parent.line);
+            } else {
+                problem(c.path, line_of(it->first, parent.line), "duplicate key");
+            }
+        }
+        return c;
+    }
+
+    // A section (a map). Required: absence is a problem. A key written with
+    // no value counts as an empty section.
+    bool section(const At& at, const char* required_because = nullptr) {
+        if (!at.exists) {
+            if (required_because) problem(at, fmt::format("required section is missing{}", required_because));
+            return false;
+        }
+        if (at.node.IsNull()) return true;
+        if (!at.node.IsMap()) {
+            problem(at, "expected a mapping (a section of keys)");
+            return false;
+        }
+        return true;
+    }
+
+    std::optional<std::string> string(const At& at) {
+        if (!at.has_value()) return std::nullopt;
+        if (!at.node.IsScalar()) {
+            problem(at, "expected a string");
+            return std::nullopt;
+        }
+        return at.node.Scalar();
+    }
+
+    std::optional<std::string> required_string(const At& at, const char* because = "") {
+        if (!at.has_value()) {
+            problem(at, fmt::format("required key is missing{}", because));
+            return std::nullopt;
+        }
+        return string(at);
+    }
+
+    std::optional<long long> integer(const At& at, long long min, long long max) {
+        if (!at.has_value()) return std::nullopt;
+        const std::string text = at.node.IsScalar() ? at.node.Scalar() : std::string{};
+        long long value = 0;
+        const char* begin = text.data();
+        const char* end = text.data() + text.size();
+        if (begin != end && *begin == '+') ++begin;
+        auto [ptr, ec] = std::from_chars(begin, end, value);
+        if (!at.node.IsScalar() || text.empty() || ec != std::errc{} || ptr != end) {
+            problem(at, "expected an integer");
+            return std::nullopt;
+        }
+        if (value < min || value > max) {
+            if (max == LLONG_MAX)
+                problem(at, fmt::format("must be at least {} (got {})", min, value));
+            else
+                problem(at, fmt::format("must be between {} and {} (got {})", min, max, value));
+            return std::nullopt;
+        }
+        return value;
+    }
+
+    std::optional<int> int_value(const At& at, int min, int max = INT_MAX) {
+        auto v = integer(at, min, max == INT_MAX ? LLONG_MAX : max);
+        if (v && *v > INT_MAX) {
+            problem(at, "integer out of range");
+            return std::nullopt;
+        }
+        if (v) return static_cast<int>(*v);
+        return std::nullopt;
+    }
+
+    std::optional<int> required_int(const At& at, int min, int max, const char* because) {
+        if (!at.has_value()) {
+            problem(at, fmt::format("required key is missing{}", because));
+            return std::nullopt;
+        }
+        return int_value(at, min, max);
+    }
+
+    // YAML booleans only: true/false (and YAML 1.1's yes/no/on/off), unquoted.
+    std::optional<bool> boolean(const At& at) {
+        if (!at.has_value()) return std::nullopt;
+        bool value = false;
+        if (!at.node.IsScalar() || at.node.Tag() == "!" || !YAML::convert<bool>::decode(at.node, value)) {
+            problem(at, "expected a boolean (true or false)");
+            return std::nullopt;
+        }
+        return value;
+    }
+
+    void read_bool(const At& at, bool& out) {
+        if (auto v = boolean(at)) out = *v;
+    }
+    void read_int(const At& at, int& out, int min, int max = INT_MAX) {
+        if (auto v = int_value(at, min, max)) out = *v;
+    }
+    void read_string(const At& at, std::string& out) {
+        if (auto v = string(at)) out = *v;
+    }
+    void read_path(const At& at, std::filesystem::path& out) {
+        if (auto v = string(at)) out = *v;
+    }
+};
+
+constexpr const char* because_networking = " (required when pvc.functions.enable_networking is true)";
+constexpr const char* because_storage = " (required when pvc.functions.enable_storage is true)";
+constexpr const char* because_hypervisor = " (required when pvc.functions.enable_hypervisor is true)";
+
+const std::array<const char*, 5> selectors = {"mem", "memprov", "load", "vcpus", "vms"};
+
+// One `host` or `host:port` coordinator entry.
+bool split_coordinator(const std::string& entry, std::string& host, std::string& port) {
+    auto colon = entry.rfind(':');
+    host = entry.substr(0, colon);
+    port = colon == std::string::npos ? "2181" : entry.substr(colon + 1);
+    if (host.empty() || host.find_first_of(" \t,/") != std::string::npos) return false;
+    int p = 0;
+    auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    return !port.empty() && ec == std::errc{} && ptr == port.data() + port.size() && p >= 1 && p <= 65535;
+}
+
+struct Intervals {
+    At at;
+    std::map<std::string, std::pair<long long, At>> values;
+};
+
+void read_intervals(Reader& r, const At& at, Intervals& out) {
+    out.at = at;
+    if (!r.section(at)) return;
+    struct Spec {
+        const char* key;
+        long long min;
+    };
+    static const Spec specs[] = {{"vm_shutdown_timeout", 1}, {"keepalive_interval", 1}, {"monitoring_interval", 1},
+                                 {"plugin_timeout", 1},      {"fence_intervals", 1},    {"suicide_intervals", 0}};
+    for (const auto& s : specs) {
+        At v = r.child(at, s.key);
+        if (auto n = r.integer(v, s.min, INT_MAX)) out.values.emplace(s.key, std::make_pair(*n, v));
+    }
+}
+
+// pvc.cluster.networks.<role> + pvc.system.configuration.networking.<role>
+// With networking on, a side whose parent section is missing is skipped (the
+// parent is reported once) while the other side is still validated.
+void read_network_role(Reader& r, const std::string& role, const At& cluster_net, const At& sys_net,
+                       bool networking, bool cluster_parent_ok, bool sys_parent_ok, const HostIdentity& host,
+                       NetworkRole& out) {
+    if (cluster_net.has_value()) {
+        out.domain = r.string(r.child(cluster_net, "domain"));
+        if (role == "upstream") out.gateway = r.string(r.child(cluster_net, "gateway"));
+    }
+    if (sys_net.has_value()) {
+        out.device = r.string(r.child(sys_net, "device"));
+        out.mtu = r.int_value(r.child(sys_net, "mtu"), 68, 65535);
+    }
+    // Without networking these keys are informative only and are not validated.
+    if (!networking) {
+        if (cluster_net.has_value()) {
+            out.network = r.string(r.child(cluster_net, "network"));
+            out.floating_ip = r.string(r.child(cluster_net, "floating_ip"));
+        }
+        if (sys_net.has_value()) out.address = r.string(r.child(sys_net, "address"));
+        return;
+    }
+
+    bool have_cluster = cluster_parent_ok && r.section(cluster_net, because_networking);
+    bool have_sys = sys_parent_ok && r.section(sys_net, because_networking);
+
+    std::optional<IpNetwork> network;
+    if (have_cluster) {
+        At at = r.child(cluster_net, "network");
+        out.network = r.required_string(at, because_networking);
+        if (out.network) {
+            std::string why;
+            network = parse_network(*out.network, why);
+            if (!network) r.problem(at, fmt::format("'{}' is {}", *out.network, why));
+        }
+
+        At fl = r.child(cluster_net, "floating_ip");
+        out.floating_ip = r.required_string(fl, because_networking);
+        if (out.floating_ip) {
+            auto slash = out.floating_ip->find('/');
+            auto addr = parse_ip(out.floating_ip->substr(0, slash));
+            if (!addr) {
+                r.problem(fl, fmt::format("'{}' is not a valid IP address", *out.floating_ip));
+            } else if (slash != std::string::npos && !parse_prefix(out.floating_ip->substr(slash + 1), addr->bits())) {
+                r.problem(fl, fmt::format("'{}' has an invalid prefix length", *out.floating_ip));
+            } else if (network && !network->is_host(*addr)) {
+                r.problem(fl, fmt::format("'{}' is not a usable host address of {}", *out.floating_ip,
+                                          network->to_string()));
+            }
+        }
+
+        if (out.gateway) {
+            auto gw = parse_ip(*out.gateway);
+            At g = r.child(cluster_net, "gateway");
+            if (!gw)
+                r.problem(g, fmt::format("'{}' is not a valid IP address", *out.gateway));
+            else if (network && gw->family != network->address.family)
+                r.problem(g, fmt::format("'{}' is not of the same address family as {}", *out.gateway,
+                                         network->to_string()));
+        }
+    }
+
+    if (have_sys) {
+        At dev = r.child(sys_net, "device");
+        if (!dev.has_value()) r.problem(dev, fmt::format("required key is missing{}", because_networking));
+
+        At at = r.child(sys_net, "address");
+        out.address = r.required_string(at, because_networking);
+        if (out.address && network) {
+            if (*out.address == "by-id") {
+                // node_id counts usable hosts from 1. node_id 0 (no digits in
+                // the hostname) is index -1: the last usable host, as the
+                // reference does.
+                u128 count = network->last_host() - network->first_host() + 1;
+                u128 id = 0;
+                bool overflow = false;
+                for (char ch : host.node_id) {
+                    if (id > (~u128{0} - 9) / 10) overflow = true;
+                    id = id * 10 + static_cast<u128>(ch - '0');
+                }
+                if (!overflow && id == 0) {
+                    out.dev_ip = fmt::format("{}/{}", format_ip({network->address.family, network->last_host()}),
+                                             network->prefix);
+                } else if (overflow || id > count) {
+                    r.problem(at, fmt::format("by-id: node id {} of host '{}' is beyond the usable hosts of {}; "
+                                              "use a static address",
+                                              host.node_id, host.hostname, network->to_string()));
+                } else {
+                    IpAddress a{network->address.family, network->first_host() + (id - 1)};
+                    out.dev_ip = fmt::format("{}/{}", format_ip(a), network->prefix);
+                }
+            } else {
+                auto slash = out.address->find('/');
+                auto addr = parse_ip(out.address->substr(0, slash));
+                if (slash == std::string::npos) {
+                    r.problem(at, fmt::format("'{}' must be 'by-id' or an address with its prefix (addr/prefix)",
+                                              *out.address));
+                } else if (!addr || !parse_prefix(out.address->substr(slash + 1), addr->bits())) {
+                    r.problem(at, fmt::format("'{}' is not a valid address/prefix", *out.address));
+                } else if (!network->is_host(*addr)) {
+                    r.problem(at, fmt::format("'{}' is not a usable host address of {}", *out.address,
+                                              network->to_string()));
+                } else {
+                    out.dev_ip = *out.address;
+                }
+            }
+        }
+    }
+}
+
+void read_database(Reader& r, const At& at, bool networking, DatabaseConfig& out) {
+    if (!networking) {
+        if (!at.has_value() || !at.node.IsMap()) return;
+        out.host = r.string(r.child(at, "host"));
+        out.port = r.int_value(r.child(at, "port"), 1, 65535);
+        out.name = r.string(r.child(at, "name"));
+        out.user = r.string(r.child(at, "user"));
+        out.pass = r.string(r.child(at, "pass"));
+        return;
+    }
+    if (!r.section(at, because_networking)) return;
+    out.host = r.required_string(r.child(at, "host"), because_networking);
+    out.port = r.required_int(r.child(at, "port"), 1, 65535, because_networking);
+    out.name = r.required_string(r.child(at, "name"), because_networking);
+    out.user = r.required_string(r.child(at, "user"), because_networking);
+    // Never echo the password: only its presence and type are checked.
+    out.pass = r.required_string(r.child(at, "pass"), because_networking);
+}
+
+Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
+    Config c;
+    c.host = host;
+    c.pvcnoded_version = PVC_VERSION;
+
+    At root{doc, true, "", 1};
+    At pvc = r.child(root, "pvc");
+    if (!root.node.IsMap() && !root.node.IsNull()) {
+        r.problem("pvc", 1, "the document must be a mapping with a top-level 'pvc' section");
+        return c;
+    }
+    if (!r.section(pvc, "")) return c;
+
+    // identity
+    At node = r.child(pvc, "node");
+    if (auto v = r.required_string(node, " (set it to this node's short hostname)")) c.node = *v;
+    r.read_bool(r.child(pvc, "debug"), c.debug);
+
+    // pvc.functions
+    At functions = r.child(pvc, "functions");
+    if (r.section(functions, "")) {
+        r.read_bool(r.child(functions, "enable_hypervisor"), c.enable_hypervisor);
+        r.read_bool(r.child(functions, "enable_networking"), c.enable_networking);
+        r.read_bool(r.child(functions, "enable_storage"), c.enable_storage);
+        r.read_bool(r.child(functions, "enable_api"), c.enable_api);
+    }
+
+    // pvc.cluster
+    At cluster = r.child(pvc, "cluster");
+    At networks;
+    if (r.section(cluster, "")) {
+        At coords = r.child(cluster, "coordinators");
+        if (!coords.has_value()) {
+            r.problem(coords, "required key is missing (the list of coordinator hostnames)");
+        } else if (!coords.node.IsSequence()) {
+            r.problem(coords, "expected a list of coordinator hostnames");
+        } else {
+            std::vector<std::string> connect;
+            for (std::size_t i = 0; i < coords.node.size(); ++i) {
+                YAML::Node item = coords.node[i];
+                int line = Reader::line_of(item, coords.line);
+                std::string path = fmt::format("{}[{}]", coords.path, i);
+                if (!item.IsScalar() || item.Scalar().empty()) {
+                    r.problem(path, line, "expected a hostname or host:port");
+                    continue;
+                }
+                std::string h, port;
+                if (!split_coordinator(item.Scalar(), h, port)) {
+                    r.problem(path, line,
+                              fmt::format("'{}' is not a hostname or host:port (port 1..65535)", item.Scalar()));
+                    continue;
+                }
+                c.coordinators.push_back(item.Scalar());
+                connect.push_back(h + ":" + port);
+                if (h == host.hostname) c.daemon_mode = "coordinator";
+            }
+            if (coords.node.size() == 0) r.problem(coords, "at least one coordinator is required");
+            for (std::size_t i = 0; i < connect.size(); ++i) c.zookeeper_hosts += (i ? "," : "") + connect[i];
+        }
+        networks = r.child(cluster, "networks");
+    }
+    if (c.daemon_mode.empty()) c.daemon_mode = "hypervisor";
+
+    // pvc.system
+    At system = r.child(pvc, "system");
+    bool have_system = r.section(system, "");
+    At fencing = r.child(system, "fencing");
+    bool have_fencing = have_system && r.section(fencing, "");
+
+    // Intervals: under pvc.system (the reference) or pvc.system.fencing (the
+    // seed's sample); both are read and must agree.
+    Intervals in_system, in_fencing;
+    if (have_system) read_intervals(r, r.child(system, "intervals"), in_system);
+    if (have_fencing) read_intervals(r, r.child(fencing, "intervals"), in_fencing);
+    if (have_system && !in_system.at.exists && !in_fencing.at.exists) {
+        r.problem(in_system.at, "required section is missing (pvc.system.fencing.intervals is also accepted)");
+    }
+    std::map<std::string, long long> intervals;
+    for (const auto& [key, v] : in_system.values) intervals[key] = v.first;
+    for (const auto& [key, v] : in_fencing.values) {
+        auto other = in_system.values.find(key);
+        if (other != in_system.values.end() && other->second.first != v.first) {
+            r.problem(v.second, fmt::format("{} here conflicts with {} = {} (line {}); set it in one place",
+                                            v.first, other->second.second.path, other->second.first,
+                                            other->second.second.line));
+        }
+        intervals[key] = v.first;
+    }
+    auto interval = [&](const char* key, int& out) {
+        if (auto it = intervals.find(key); it != intervals.end()) out = static_cast<int>(it->second);
+    };
+    interval("vm_shutdown_timeout", c.vm_shutdown_timeout);
+    interval("keepalive_interval", c.keepalive_interval);
+    interval("plugin_timeout", c.plugin_timeout);
+    interval("fence_intervals", c.fence_intervals);
+    interval("suicide_intervals", c.suicide_intervals);
+    if (auto it = intervals.find("monitoring_interval"); it != intervals.end())
+        c.monitoring_interval = static_cast<int>(it->second);
+
+    // pvc.system.fencing
+    if (have_fencing) {
+        At actions = r.child(fencing, "actions");
+        if (r.section(actions, "")) {
+            r.read_string(r.child(actions, "successful_fence"), c.successful_fence);
+            r.read_string(r.child(actions, "failed_fence"), c.failed_fence);
+        }
+        At ipmi = r.child(fencing, "ipmi");
+        if (r.section(ipmi, "")) {
+            r.read_string(r.child(ipmi, "host"), c.ipmi_hostname);
+            r.read_string(r.child(ipmi, "user"), c.ipmi_username);
+            r.read_string(r.child(ipmi, "pass"), c.ipmi_password);
+        }
+        r.read_string(r.child(fencing, "suicide_command"), c.suicide_command);
+    }
+    if (c.ipmi_hostname.empty())
+        c.ipmi_hostname = host.domain.empty() ? host.hostname + "-lom" : host.hostname + "-lom." + host.domain;
+
+    // pvc.system.migration
+    At migration = r.child(system, "migration");
+    if (have_system && r.section(migration, "")) {
+        At sel = r.child(migration, "target_selector");
+        if (auto v = r.string(sel)) {
+            if (std::find(selectors.begin(), selectors.end(), *v) == selectors.end())
+                r.problem(sel, fmt::format("unknown migration target selector '{}': expected one of mem, memprov, "
+                                           "load, vcpus, vms (stricter than the reference, which accepts any word)",
+                                           *v));
+            else
+                c.migration_target_selector = *v;
+        }
+    }
+
+    // pvc.system.hypervisor (ours, optional)
+    At hypervisor = r.child(system, "hypervisor");
+    if (r.section(hypervisor)) {
+        r.read_string(r.child(hypervisor, "libvirt_uri"), c.libvirt_uri);
+        r.read_string(r.child(hypervisor, "migration_uri"), c.migration_uri);
+        r.read_int(r.child(hypervisor, "max_parallel_migrations"), c.max_parallel_migrations, 1);
+    }
+
+    // pvc.system.configuration
+    At configuration = r.child(system, "configuration");
+    bool have_configuration = have_system && r.section(configuration, "");
+    At sys_networking;
+    if (have_configuration) {
+        At dirs = r.child(configuration, "directories");
+        if (r.section(dirs, "")) {
+            r.read_path(r.child(dirs, "plugin_directory"), c.plugin_directory);
+            r.read_path(r.child(dirs, "module_directory"), c.module_directory);
+            if (auto v = r.required_string(r.child(dirs, "dynamic_directory"), " (runtime files, e.g. /run/pvc)"))
+                c.dynamic_directory = *v;
+            if (auto v = r.required_string(r.child(dirs, "log_directory"), " (log files, e.g. /var/log/pvc)"))
+                c.log_directory = *v;
+            At console = r.child(dirs, "console_log_directory");
+            if (c.enable_hypervisor) {
+                if (auto v = r.required_string(console, because_hypervisor)) c.console_log_directory = *v;
+            } else {
+                r.read_path(console, c.console_log_directory);
+            }
+        }
+
+        At logging = r.child(configuration, "logging");
+        if (r.section(logging, "")) {
+            r.read_bool(r.child(logging, "file_logging"), c.file_logging);
+            r.read_bool(r.child(logging, "stdout_logging"), c.stdout_logging);
+            r.read_bool(r.child(logging, "zookeeper_logging"), c.zookeeper_logging);
+            r.read_bool(r.child(logging, "log_colours"), c.log_colours);
+            r.read_bool(r.child(logging, "log_dates"), c.log_dates);
+            r.read_bool(r.child(logging, "log_keepalives"), c.log_keepalives);
+            r.read_bool(r.child(logging, "log_keepalive_cluster_details"), c.log_keepalive_cluster_details);
+            r.read_bool(r.child(logging, "log_keepalive_plugin_details"), c.log_keepalive_plugin_details);
+            At console_lines = r.child(logging, "console_log_lines");
+            if (c.enable_hypervisor && !console_lines.has_value())
+                r.problem(console_lines, fmt::format("required key is missing{}", because_hypervisor));
+            r.read_int(console_lines, c.console_log_lines, 0);
+            At node_lines = r.child(logging, "node_log_lines");
+            if (c.zookeeper_logging && !node_lines.has_value())
+                r.problem(node_lines, "required key is missing (required when zookeeper_logging is true)");
+            r.read_int(node_lines, c.node_log_lines, 0);
+        }
+
+        sys_networking = r.child(configuration, "networking");
+        if (c.enable_networking ? r.section(sys_networking, because_networking) : sys_networking.has_value() &&
+                                                                                     r.section(sys_networking)) {
+            c.bridge_dev = r.string(r.child(sys_networking, "bridge_device"));
+            c.bridge_mtu = r.int_value(r.child(sys_networking, "bridge_mtu"), 68, 65535);
+            r.read_bool(r.child(sys_networking, "sriov_enable"), c.enable_sriov);
+            At devices = r.child(sys_networking, "sriov_device");
+            if (devices.has_value()) {
+                if (!devices.node.IsSequence()) {
+                    r.problem(devices, "expected a list of {phy, mtu, vfcount} entries");
+                } else {
+                    for (std::size_t i = 0; i < devices.node.size(); ++i) {
+                        At item{devices.node[i], true, fmt::format("{}[{}]", devices.path, i),
+                                Reader::line_of(devices.node[i], devices.line)};
+                        if (!item.node.IsMap()) {
+                            r.problem(item, "expected a mapping with phy, vfcount and optional mtu");
+                            continue;
+                        }
+                        SriovDevice d;
+                        if (auto v = r.required_string(r.child(item, "phy"))) d.phy = *v;
+                        if (auto v = r.required_int(r.child(item, "vfcount"), 0, 4096, "")) d.vfcount = *v;
+                        d.mtu = r.int_value(r.child(item, "mtu"), 68, 65535);
+                        c.sriov_devices.push_back(std::move(d));
+                    }
+                }
+            }
+        }
+
+        At storage = r.child(configuration, "storage");
+        if (c.enable_storage ? r.section(storage, because_storage) : storage.has_value() && r.section(storage)) {
+            At conf = r.child(storage, "ceph_config_file");
+            At keyring = r.child(storage, "ceph_admin_keyring");
+            c.ceph_config_file = c.enable_storage ? r.required_string(conf, because_storage) : r.string(conf);
+            c.ceph_admin_keyring = c.enable_storage ? r.required_string(keyring, because_storage) : r.string(keyring);
+        }
+    }
+
+    // Networks: only validated (and only required) with networking enabled.
+    if (c.enable_networking && cluster.has_value()) r.section(networks, because_networking);
+    bool networks_ok = networks.has_value() && networks.node.IsMap();
+    bool sys_ok = sys_networking.has_value() && sys_networking.node.IsMap();
+    for (const char* role : {"cluster", "storage", "upstream"}) {
+        NetworkRole& out = std::string(role) == "cluster" ? c.cluster
+                           : std::string(role) == "storage" ? c.storage
+                                                            : c.upstream;
+        read_network_role(r, role, r.child(networks, role), r.child(sys_networking, role), c.enable_networking,
+                          networks_ok, sys_ok, host, out);
+    }
+
+    // pvc.coordinator (databases)
+    At coordinator = r.child(pvc, "coordinator");
+    if (c.enable_networking) {
+        if (r.section(coordinator, because_networking)) {
+            At dns = r.child(coordinator, "dns");
+            At metadata = r.child(coordinator, "metadata");
+            if (r.section(dns, because_networking)) read_database(r, r.child(dns, "database"), true, c.dns_database);
+            if (r.section(metadata, because_networking))
+                read_database(r, r.child(metadata, "database"), true, c.metadata_database);
+        }
+    } else if (coordinator.has_value() && coordinator.node.IsMap()) {
+        read_database(r, r.child(r.child(coordinator, "dns"), "database"), false, c.dns_database);
+        read_database(r, r.child(r.child(coordinator, "metadata"), "database"), false, c.metadata_database);
+    }
+
+    return c;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& name_for_errors,
+                    const std::optional<HostIdentity>& host) {
+    YAML::Node doc;
+    try {
+        doc = YAML::Load(yaml_text);
+    } catch (const YAML::Exception& e) {
+        int line = e.mark.is_null() || e.mark.line < 0 ? 0 : e.mark.line + 1;
+        throw ConfigError(name_for_errors, {{"", line, "YAML syntax error: " + e.msg}});
+    }
+    Reader r;
+    Config c = build(doc, host ? *host : HostIdentity::of_this_host(), r);
+    if (!r.problems.empty()) {
+        std::stable_sort(r.problems.begin(), r.problems.end(),
+                         [](const ConfigProblem& a, const ConfigProblem& b) { return a.line < b.line; });
+        throw ConfigError(name_for_errors, std::move(r.problems));
+    }
+    return c;
+}
+
+Config load_config(const std::filesystem::path& file, const std::optional<HostIdentity>& host) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+        int err = errno;
+        throw ConfigError(file.string(), {{"", 0, fmt::format("cannot read the configuration file: {}",
+                                                                std::strerror(err))}});
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw ConfigError(file.string(), {{"", 0, "cannot read the configuration file"}});
+    return parse_config(text.str(), file.string(), host);
+}
+
+// ---------------------------------------------------------------------------
+// The flat dictionary of the reference (health-plugins.md §2).
+
+nlohmann::json Config::flat() const {
+    using nlohmann::json;
+    auto opt = [](const auto& v) -> json { return v ? json(*v) : json(nullptr); };
+    auto str_or_null = [](const std::string& v) -> json { return v.empty() ? json(nullptr) : json(v); };
+    auto path_or_null = [](const std::filesystem::path& p) -> json {
+        return p.empty() ? json(nullptr) : json(p.string());
+    };
+    auto sub = [](const std::filesystem::path& p, const char* leaf) -> json {
+        return p.empty() ? json(nullptr) : json(p.string() + "/" + leaf);
+    };
+
+    json j = json::object();
+    j["node"] = node;
+    j["node_hostname"] = host.hostname;
+    j["node_fqdn"] = host.fqdn;
+    j["node_domain"] = host.domain;
+    j["node_id"] = host.node_id;
+    j["debug"] = debug;
+    j["daemon_mode"] = daemon_mode;
+    j["coordinators"] = coordinators;
+    j["zookeeper_hosts"] = zookeeper_hosts;
+
+    j["enable_hypervisor"] = enable_hypervisor;
+    j["enable_networking"] = enable_networking;
+    j["enable_storage"] = enable_storage;
+    j["enable_api"] = enable_api;
+
+    for (const auto& [role, n] : {std::pair<const char*, const NetworkRole*>{"upstream", &upstream},
+                                  {"cluster", &cluster},
+                                  {"storage", &storage}}) {
+        std::string p = role;
+        j[p + "_domain"] = opt(n->domain);
+        j[p + "_network"] = opt(n->network);
+        j[p + "_floating_ip"] = opt(n->floating_ip);
+        if (p == "upstream") j[p + "_gateway"] = opt(n->gateway);
+        j[p + "_dev"] = opt(n->device);
+        j[p + "_mtu"] = opt(n->mtu);
+        j[p + "_dev_ip"] = n->dev_ip ? json(*n->dev_ip) : opt(n->address);
+    }
+
+    for (const auto& [prefix, db] : {std::pair<const char*, const DatabaseConfig*>{"pdns", &dns_database},
+                                     {"metadata", &metadata_database}}) {
+        std::string p = std::string(prefix) + "_postgresql_";
+        j[p + "host"] = opt(db->host);
+        j[p + "port"] = opt(db->port);
+        j[p + "dbname"] = opt(db->name);
+        j[p + "user"] = opt(db->user);
+        j[p + "password"] = opt(db->pass);
+    }
+
+    j["vm_shutdown_timeout"] = vm_shutdown_timeout;
+    j["keepalive_interval"] = keepalive_interval;
+    // Passes follow the keepalive unless spaced further apart.
+    j["monitoring_interval"] = monitoring_interval.value_or(keepalive_interval);
+    j["plugin_timeout"] = plugin_timeout;
+    j["fence_intervals"] = fence_intervals;
+    j["suicide_intervals"] = suicide_intervals;
+
+    j["successful_fence"] = str_or_null(successful_fence);
+    j["failed_fence"] = str_or_null(failed_fence);
+    j["ipmi_hostname"] = ipmi_hostname;
+    j["ipmi_username"] = ipmi_username;
+    j["ipmi_password"] = ipmi_password;
+    j["migration_target_selector"] = migration_target_selector;
+
+    j["libvirt_uri"] = libvirt_uri;
+    j["migration_uri"] = migration_uri;
+    j["max_parallel_migrations"] = max_parallel_migrations;
+
+    j["plugin_directory"] = plugin_directory.string();
+    j["module_directory"] = path_or_null(module_directory);
+    j["dynamic_directory"] = path_or_null(dynamic_directory);
+    j["log_directory"] = path_or_null(log_directory);
+    j["console_log_directory"] = path_or_null(console_log_directory);
+    j["dnsmasq_dynamic_directory"] = sub(dynamic_directory, "dnsmasq");
+    j["pdns_dynamic_directory"] = sub(dynamic_directory, "pdns");
+    j["nft_dynamic_directory"] = sub(dynamic_directory, "nft");
+    j["dnsmasq_log_directory"] = sub(log_directory, "dnsmasq");
+    j["pdns_log_directory"] = sub(log_directory, "pdns");
+    j["nft_log_directory"] = sub(log_directory, "nft");
+
+    j["file_logging"] = file_logging;
+    j["stdout_logging"] = stdout_logging;
+    j["zookeeper_logging"] = zookeeper_logging;
+    j["log_colours"] = log_colours;
+    j["log_dates"] = log_dates;
+    j["log_keepalives"] = log_keepalives;
+    j["log_keepalive_cluster_details"] = log_keepalive_cluster_details;
+    j["log_keepalive_plugin_details"] = log_keepalive_plugin_details;
+    j["console_log_lines"] = console_log_lines;
+    j["node_log_lines"] = node_log_lines;
+
+    j["bridge_dev"] = opt(bridge_dev);
+    j["bridge_mtu"] = opt(bridge_mtu);
+    j["enable_sriov"] = enable_sriov;
+    json devices = json::array();
+    for (const auto& d : sriov_devices) {
+        devices.push_back({{"phy", d.phy}, {"mtu", opt(d.mtu)}, {"vfcount", d.vfcount}});
+    }
+    j["sriov_device"] = std::move(devices);
+
+    j["ceph_config_file"] = opt(ceph_config_file);
+    j["ceph_admin_keyring"] = opt(ceph_admin_keyring);
+
+    j["static_data"] = host.static_data;
+    j["pvcnoded_version"] = pvcnoded_version;
+    return j;
+}
+
+}  // namespace pvc
