@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The one-machine lab cluster: network, ZooKeeper, and one libvirtd per node.
-#   lab.sh up [N...]      default nodes 1 2 3 (hv1..hv3); idempotent
+#   lab.sh up [N...]      default nodes 1 2 3 (hv1..hv3); idempotent; with
+#                         PVC_LAB_PVCNODED=<binary> also a pvcnoded per node (node.sh)
 #   lab.sh down           stops everything the lab started and removes its state
 #   lab.sh status
 #   lab.sh smoke          up 1 2, a tiny guest started on hv1, live-migrated to hv2 and
 #                         back the way the daemon does it, then down (harness self-check)
-# Node daemons (pvcnoded) are started per node on top of this; see tests/e2e.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/common.sh"
@@ -16,10 +16,12 @@ up() {
     "$HERE/netns.sh" up "$@"
     "$HERE/zookeeper.sh" start
     for n in "$@"; do "$HERE/libvirtd.sh" start "$n"; done
+    # With a daemon binary given, every node runs pvcnoded too.
+    if [ -n "${PVC_LAB_PVCNODED:-}" ]; then for n in "$@"; do "$HERE/node.sh" start "$n"; done; fi
     echo "lab up: nodes $*; guests use domain type $(lab_accel); zookeeper $("$HERE/zookeeper.sh" hosts)"
 }
 down() {
-    for n in $(all_nodes); do "$HERE/libvirtd.sh" stop "$n"; done
+    for n in $(all_nodes); do "$HERE/node.sh" stop "$n"; "$HERE/libvirtd.sh" stop "$n"; done
     "$HERE/zookeeper.sh" stop
     "$HERE/netns.sh" down
 }
@@ -69,7 +71,7 @@ case "$cmd" in
 up) lab_need_root; [ $# -gt 0 ] || set -- 1 2 3; up "$@" ;;
 down) lab_need_root; down ;;
 status) "$HERE/netns.sh" status; "$HERE/zookeeper.sh" status || true
-        for n in $(all_nodes); do "$HERE/libvirtd.sh" status "$n" || true; done ;;
+        for n in $(all_nodes); do "$HERE/libvirtd.sh" status "$n" || true; "$HERE/node.sh" status "$n" || true; done ;;
 smoke) smoke ;;
 *) sed -n '2,9p' "$0"; exit 1 ;;
 esac

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# A node daemon (pvcnoded) per lab node, in the same net, mount and UTS namespaces
+# as the node's libvirtd: hostname hvN, qemu:///system is the node's own libvirtd,
+# every lab node resolves by name (hvN.<cluster domain>).
+#   node.sh start NODE    (libvirtd.sh start NODE and zookeeper.sh start first)
+#   node.sh stop NODE     SIGTERM (VMs keep running, as on a real node), then removes
+#                         the daemon's state
+#   node.sh config NODE   writes the node's pvcnoded.yaml and prints its path
+#   node.sh log NODE      prints the daemon's output
+# Settings (environment):
+#   PVC_LAB_PVCNODED          the pvcnoded binary (default: pvcnoded on PATH)
+#   PVC_LAB_MODULE_DIR        module directory (default: the daemon's built-in one)
+#   PVC_LAB_ZK                ZooKeeper "host:port" (default: zookeeper.sh hosts)
+#   PVC_LAB_COORDINATORS      space-separated coordinator node names (default: none;
+#                             then ZooKeeper is given by address and every node is a
+#                             hypervisor)
+#   PVC_LAB_VM_SHUTDOWN_TIMEOUT (default 180), PVC_LAB_KEEPALIVE_INTERVAL (default 5),
+#   PVC_LAB_CONSOLE_LOG_LINES (default 1000), PVC_LAB_DEBUG (default false),
+#   PVC_LAB_CONSOLE_DIR       console_log_directory (default: per node, under its state)
+# Daemon state: $PVC_LAB_DIR/hvN/pvcnoded/{pvcnoded.yaml,run,log,console,pid,out.log}
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/common.sh"
+
+cmd=${1:-}; shift || true
+node=${1:?node}; shift
+NAME=$(node_name "$node")
+R=$PVC_LAB_DIR/$NAME/pvcnoded
+
+pid() {
+    local p; p=$(cat "$R/pid" 2>/dev/null) || return 1
+    [ -n "$p" ] && [ "$(cat /proc/$p/comm 2>/dev/null)" = pvcnoded ] && echo "$p"
+}
+
+write_config() {
+    mkdir -p "$R"/{run,log,console,plugins}
+    local zk=${PVC_LAB_ZK:-$("$HERE/zookeeper.sh" hosts 2>/dev/null || true)}
+    [ -n "$zk" ] || lab_die "no ZooKeeper (zookeeper.sh start, or set PVC_LAB_ZK)"
+    {
+        echo "pvc:"
+        echo "  node: $NAME"
+        echo "  debug: ${PVC_LAB_DEBUG:-false}"
+        echo "  functions:"
+        echo "    enable_hypervisor: true"
+        echo "    enable_networking: false"
+        echo "    enable_storage: false"
+        echo "    enable_api: false"
+        echo "  cluster:"
+        echo "    coordinators:"
+        if [ -n "${PVC_LAB_COORDINATORS:-}" ]; then
+            for c in $PVC_LAB_COORDINATORS; do echo "      - $(node_name "$c")"; done
+        else
+            echo "      - $zk"
+        fi
+        echo "    networks:"
+        echo "      cluster:"
+        echo "        domain: $PVC_LAB_DOMAIN"
+        echo "  system:"
+        echo "    intervals:"
+        echo "      vm_shutdown_timeout: ${PVC_LAB_VM_SHUTDOWN_TIMEOUT:-180}"
+        echo "      keepalive_interval: ${PVC_LAB_KEEPALIVE_INTERVAL:-5}"
+        echo "      fence_intervals: 6"
+        echo "      suicide_intervals: 0"
+        echo "    fencing:"
+        echo "      actions:"
+        echo "        successful_fence: none"
+        echo "        failed_fence: none"
+        echo "      ipmi:"
+        echo "        host: $NAME-lom.$PVC_LAB_DOMAIN"
+        echo "        user: admin"
+        echo "        pass: pass"
+        echo "    migration:"
+        echo "      target_selector: mem"
+        echo "    hypervisor:"
+        echo "      libvirt_uri: qemu:///system"
+        echo "      migration_uri: qemu+tcp://{node}.{cluster_domain}/system"
+        echo "    configuration:"
+        echo "      directories:"
+        [ -z "${PVC_LAB_MODULE_DIR:-}" ] || echo "        module_directory: $PVC_LAB_MODULE_DIR"
+        echo "        plugin_directory: $R/plugins"
+        echo "        dynamic_directory: $R/run"
+        echo "        log_directory: $R/log"
+        echo "        console_log_directory: ${PVC_LAB_CONSOLE_DIR:-$R/console}"
+        echo "      logging:"
+        echo "        file_logging: false"
+        echo "        stdout_logging: true"
+        echo "        zookeeper_logging: false"
+        echo "        log_colours: false"
+        echo "        log_dates: true"
+        echo "        log_keepalives: true"
+        echo "        console_log_lines: ${PVC_LAB_CONSOLE_LOG_LINES:-1000}"
+        echo "        node_log_lines: 100"
+    } >"$R/pvcnoded.yaml"
+    echo "$R/pvcnoded.yaml"
+}
+
+case "$cmd" in
+config) write_config ;;
+start)
+    lab_need_root
+    if p=$(pid); then echo "pvcnoded $NAME already running pid=$p"; exit 0; fi
+    lvpid=$(cat "$PVC_LAB_DIR/$NAME/libvirt/libvirtd.pid" 2>/dev/null) || lab_die "libvirtd $NAME not running (libvirtd.sh start $NAME)"
+    bin=${PVC_LAB_PVCNODED:-$(command -v pvcnoded || true)}
+    [ -x "$bin" ] || lab_die "pvcnoded not found (set PVC_LAB_PVCNODED)"
+    cfg=$(write_config)
+    # The libvirtd's namespaces: same hostname, /run/libvirt, /etc/hosts and network.
+    nsenter -t "$lvpid" -m -u -n env PVCD_CONFIG_FILE="$cfg" "$bin" --config "$cfg" \
+        </dev/null >"$R/out.log" 2>&1 &
+    echo $! >"$R/pid"
+    sleep 0.2
+    pid >/dev/null || { cat "$R/out.log" >&2; lab_die "pvcnoded $NAME exited at once"; }
+    echo "pvcnoded $NAME pid=$(pid) config=$cfg"
+    ;;
+stop)
+    if p=$(pid); then
+        kill -TERM "$p" 2>/dev/null || true
+        for _ in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+        kill -9 "$p" 2>/dev/null || true
+    fi
+    [ "${PVC_LAB_KEEP_LOGS:-0}" = 1 ] || rm -rf "$R"
+    echo "pvcnoded $NAME stopped" ;;
+log) cat "$R/out.log" ;;
+status) if p=$(pid); then echo "pvcnoded $NAME running pid=$p"; else echo "pvcnoded $NAME stopped"; exit 3; fi ;;
+*) sed -n '2,20p' "$0"; exit 1 ;;
+esac
