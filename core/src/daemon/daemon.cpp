@@ -1,0 +1,666 @@
+#include "daemon/daemon.hpp"
+
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/process.hpp>
+
+#ifdef PVC_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "daemon/host_figures.hpp"
+#include "daemon/module_host.hpp"
+#include "health/health_host.hpp"
+#include "pvc/cluster.hpp"
+#include "pvc/schema.hpp"
+
+namespace pvc {
+
+namespace {
+
+const char* const kColourEnd = "\033[0m";
+
+long unix_now() { return static_cast<long>(std::time(nullptr)); }
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i) out += sep;
+        out += v[i];
+    }
+    return out;
+}
+
+std::string tick_timestamp() {
+    using namespace std::chrono;
+    auto now = system_clock::now();
+    auto us = duration_cast<microseconds>(now.time_since_epoch()).count() % 1000000;
+    std::time_t t = system_clock::to_time_t(now);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+    return fmt::format("{}.{:06d}", buf, us);
+}
+
+}  // namespace
+
+struct Daemon::Startup : std::runtime_error {
+    Startup(const std::string& what, int status) : std::runtime_error(what), status(status) {}
+    int status;
+};
+
+Daemon::Daemon(Config cfg, std::shared_ptr<LogSink> sink)
+    : cfg_(std::move(cfg)), sink_(std::move(sink)), log_(sink_, "") {}
+
+Daemon::~Daemon() {
+    if (shutdown_thread_.joinable()) shutdown_thread_.join();
+    {
+        std::lock_guard g(ka_m_);
+        ka_stop_ = true;
+    }
+    ka_cv_.notify_all();
+    if (keepalive_thread_.joinable()) keepalive_thread_.join();
+}
+
+std::string Daemon::node_path(const char* key) const { return schema::path(key, {cfg_.host.hostname}); }
+
+bool Daemon::write_own(const char* key, const std::string& value) {
+    try {
+        return zk_->write(node_path(key), value);
+    } catch (const std::exception& e) {
+        log_.error("Failed to write {}: {}", node_path(key), e.what());
+        return false;
+    }
+}
+
+void Daemon::notify([[maybe_unused]] const char* state) {
+#ifdef PVC_HAVE_SYSTEMD
+    sd_notify(0, state);
+#endif
+}
+
+// ---------------------------------------------------------------- start-up
+
+void Daemon::make_directories() {
+    namespace fs = std::filesystem;
+    for (const auto& base : {cfg_.dynamic_directory, cfg_.log_directory}) {
+        if (base.empty() || fs::exists(base)) continue;
+        std::error_code ec;
+        fs::create_directories(base, ec);
+        for (const char* sub : {"dnsmasq", "pdns", "nft"}) fs::create_directories(base / sub, ec);
+        if (ec) throw Startup("cannot create directory " + base.string() + ": " + ec.message(), exit_failure);
+    }
+}
+
+void Daemon::banner() {
+    const auto& h = cfg_.host;
+    log_.log(LogState::none, "");
+    log_.info("Parallel Virtual Cluster node daemon v{}", cfg_.pvcnoded_version);
+    log_.info("    Debug: {}", cfg_.debug ? "True" : "False");
+    log_.info("    FQDN: {}", h.fqdn);
+    log_.info("    Host: {}", h.hostname);
+    log_.info("    ID: {}", h.node_id);
+    log_.info("    IPMI hostname: {}", cfg_.ipmi_hostname);
+    if (h.static_data.size() == 4) {
+        log_.info("    Machine details:");
+        log_.info("      CPUs: {}", h.static_data[0]);
+        log_.info("      Arch: {}", h.static_data[3]);
+        log_.info("      OS: {}", h.static_data[2]);
+        log_.info("      Kernel: {}", h.static_data[1]);
+    }
+    log_.log(LogState::none, "");
+    log_.system("Starting pvcnoded");
+}
+
+void Daemon::connect_zookeeper() {
+    log_.info("Connecting to ZooKeeper on coordinator nodes {}", cfg_.zookeeper_hosts);
+    zk::SessionOptions opts;
+    opts.hosts = cfg_.zookeeper_hosts;
+    try {
+        zk_ = zk::Session::connect(opts);
+    } catch (const std::exception& e) {
+        throw Startup(std::string("cannot connect to ZooKeeper: ") + e.what(), exit_failure);
+    }
+    log_.ok("Successfully connected to ZooKeeper");
+    watches_.push_back(zk_->on_session_event([this](zk::SessionEvent ev) {
+        switch (ev) {
+            case zk::SessionEvent::suspended: log_.warn("Connection to ZooKeeper lost"); break;
+            case zk::SessionEvent::reconnected: log_.ok("Connection to ZooKeeper resumed"); break;
+            case zk::SessionEvent::expired_recovered:
+                log_.warn("ZooKeeper session expired; new session open, ephemerals and watches restored");
+                events_.session_recovered.emit();
+                break;
+            default: break;
+        }
+    }));
+    try {
+        check_schema_version(*zk_);
+    } catch (const SchemaError& e) {
+        throw Startup(e.what(), exit_failure);
+    }
+    watches_.push_back(zk_->watch_data(schema::path("base.schema.version"),
+                                       [this](const std::optional<std::string>& v, const zk::Stat&) {
+        bool ok = v && *v == std::to_string(schema::version);
+        bool was;
+        {
+            std::lock_guard g(state_m_);
+            was = schema_ok_;
+            schema_ok_ = ok;
+        }
+        if (was && !ok)
+            log_.error("Cluster schema version changed to '{}'; this daemon supports exactly version {} and "
+                       "stops acting (no keepalive) until it is restored",
+                       v.value_or("<absent>"), schema::version);
+        else if (!was && ok)
+            log_.ok("Cluster schema version is {} again; resuming", schema::version);
+    }));
+}
+
+void Daemon::register_node() {
+    const auto& h = cfg_.host;
+    const std::string root = node_path("node.name");
+    const std::string router = cfg_.daemon_mode == "coordinator" ? "secondary" : "client";
+    const std::string staticdata = join(h.static_data, " ");
+    const std::string version = std::to_string(schema::version);
+
+    // One daemon per node name: an exclusive lock inside the node root,
+    // ephemeral to our session (README Decisions). Readers ignore lock children.
+    auto take_guard = [&] {
+        node_guard_ = std::make_unique<zk::Lock>(zk_, root, zk::LockKind::exclusive,
+                                                 fmt::format("pvcnoded {}@{}", ::getpid(), h.fqdn));
+        auto wait = zk_->options().session_timeout + std::chrono::seconds(2);
+        std::string ka_before = zk_->get(node_path("node.keepalive")).value_or("");
+        if (!node_guard_->acquire(std::chrono::duration_cast<std::chrono::milliseconds>(wait))) {
+            std::string ka_after = zk_->get(node_path("node.keepalive")).value_or("");
+            throw Startup(fmt::format("another pvcnoded is already running for node {} (it holds the node lock{}); "
+                                      "refusing to start",
+                                      h.hostname,
+                                      ka_after != ka_before ? " and its keepalive advances" : ""),
+                          exit_failure);
+        }
+    };
+
+    bool exists = zk_->exists(root);
+    if (!exists) {
+        zk::Transaction tx(*zk_);
+        const std::vector<std::pair<const char*, std::string>> initial = {
+            {"node.name", cfg_.daemon_mode},
+            {"node.keepalive", std::to_string(unix_now())},
+            {"node.mode", cfg_.daemon_mode},
+            {"node.data.active_schema", version},
+            {"node.data.latest_schema", version},
+            {"node.data.static", staticdata},
+            {"node.data.pvc_version", cfg_.pvcnoded_version},
+            {"node.ipmi.hostname", cfg_.ipmi_hostname},
+            {"node.ipmi.username", cfg_.ipmi_username},
+            {"node.ipmi.password", cfg_.ipmi_password},
+            {"node.state.daemon", "init"},
+            {"node.state.router", router},
+            {"node.state.domain", "flushed"},
+            {"node.cpu.load", "0.0"},
+            {"node.vcpu.allocated", "0"},
+            {"node.memory.total", "0"},
+            {"node.memory.used", "0"},
+            {"node.memory.free", "0"},
+            {"node.memory.allocated", "0"},
+            {"node.memory.provisioned", "0"},
+            {"node.running_domains", ""},
+            {"node.count.provisioned_domains", "0"},
+            {"node.count.networks", "0"},
+            {"node.sriov", ""},
+            {"node.sriov.pf", ""},
+            {"node.sriov.vf", ""},
+            {"node.monitoring.plugins", ""},
+            {"node.monitoring.data", ""},
+            {"node.monitoring.health", ""},
+        };
+        for (const auto& [key, value] : initial) tx.create(node_path(key), value);
+        zk::Status st = tx.commit();
+        if (st == zk::Status::ok) {
+            log_.ok("Registered new node {} ({})", h.hostname, cfg_.daemon_mode);
+            take_guard();
+            return;
+        }
+        if (st != zk::Status::node_exists)
+            throw Startup(std::string("node registration failed: ") + zk::to_string(st), exit_failure);
+        // Another starter registered it meanwhile: fall through to the existing-node path.
+    }
+    take_guard();
+    bool ok = zk_->write({
+        {root, cfg_.daemon_mode},
+        {node_path("node.mode"), cfg_.daemon_mode},
+        {node_path("node.state.daemon"), "init"},
+        {node_path("node.state.router"), router},
+        {node_path("node.data.static"), staticdata},
+        {node_path("node.data.pvc_version"), cfg_.pvcnoded_version},
+        {node_path("node.ipmi.hostname"), cfg_.ipmi_hostname},
+        {node_path("node.ipmi.username"), cfg_.ipmi_username},
+        {node_path("node.ipmi.password"), cfg_.ipmi_password},
+        {node_path("node.data.active_schema"), version},
+        {node_path("node.data.latest_schema"), version},
+    });
+    if (!ok) throw Startup("node registration failed (see the ZooKeeper error above)", exit_failure);
+    log_.ok("Updated registration of node {} ({})", h.hostname, cfg_.daemon_mode);
+}
+
+void Daemon::claim_primary() {
+    if (cfg_.daemon_mode != "coordinator") return;
+    auto current = zk_->get(schema::path("base.config.primary_node")).value_or("");
+    if (!current.empty() && current != "none") {
+        log_.info("Current primary node is {}", current);
+        return;
+    }
+    log_.info("No primary node found; setting us as primary");
+    zk_->write(schema::path("base.config.primary_node"), cfg_.host.hostname);
+}
+
+void Daemon::check_own_ipmi() {
+    if (cfg_.ipmi_hostname.empty()) return;
+    // Off the start-up path: only a warning can come of it.
+    executor_.blocking([this] {
+        namespace bp = boost::process;
+        try {
+            bp::ipstream out;
+            bp::child c(bp::search_path("ipmitool"), "-I", "lanplus", "-H", cfg_.ipmi_hostname, "-U",
+                        cfg_.ipmi_username, "-P", cfg_.ipmi_password, "chassis", "power", "status",
+                        bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
+            bool done = c.wait_for(std::chrono::seconds(2));
+            if (!done) c.terminate();
+            std::string line, all;
+            while (done && std::getline(out, line)) all += line;
+            while (!all.empty() && isspace(static_cast<unsigned char>(all.back()))) all.pop_back();
+            if (done && c.exit_code() == 0 && all == "Chassis Power is on")
+                log_.ok("Our IPMI interface is reachable; fencing of this node is possible");
+            else
+                log_.warn("Our IPMI interface {} is not reachable; fencing of this node will fail until corrected",
+                          cfg_.ipmi_hostname);
+        } catch (const std::exception& e) {
+            log_.warn("Cannot check our IPMI interface ({}); fencing of this node will likely fail", e.what());
+        }
+    });
+}
+
+void Daemon::watch_cluster() {
+    watches_.push_back(zk_->watch_data(node_path("node.state.daemon"),
+                                       [this](const std::optional<std::string>& v, const zk::Stat&) {
+        std::lock_guard g(state_m_);
+        daemon_state_ = v.value_or("stop");
+    }));
+    watches_.push_back(zk_->watch_data(schema::path("base.config.maintenance"),
+                                       [this](const std::optional<std::string>& v, const zk::Stat&) {
+        bool m = zk::lenient_bool(v.value_or("")).value_or(false);
+        bool changed;
+        {
+            std::lock_guard g(state_m_);
+            changed = m != maintenance_;
+            maintenance_ = m;
+        }
+        if (changed) log_.info("Maintenance mode is {}", m ? "on" : "off");
+    }));
+    watches_.push_back(zk_->watch_data(node_path("node.state.router"),
+                                       [this](const std::optional<std::string>& v, const zk::Stat&) {
+        std::string s = v.value_or("client");
+        {
+            std::lock_guard g(state_m_);
+            if (s == router_state_) return;
+            router_state_ = s;
+        }
+        events_.router_state.emit(s);
+        on_router_state(s);
+    }));
+    watches_.push_back(zk_->watch_data(schema::path("base.config.primary_node"),
+                                       [this](const std::optional<std::string>& v, const zk::Stat& st) {
+        on_primary_node(v, st);
+    }));
+}
+
+// node-lifecycle.md §7.2. Blocking steps run on the pool, never in the callback.
+void Daemon::on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat) {
+    std::string v = value.value_or("none");
+    std::string router, dstate;
+    {
+        std::lock_guard g(state_m_);
+        if (v == primary_node_ && stat.version == primary_node_version_) return;
+        primary_node_ = v;
+        primary_node_version_ = stat.version;
+        router = router_state_;
+        dstate = daemon_state_;
+    }
+    if (cfg_.daemon_mode != "coordinator") {
+        if (router != "client") executor_.blocking([this] { write_own("node.state.router", "client"); });
+        return;
+    }
+    const std::string& me = cfg_.host.hostname;
+    int32_t version = stat.version;
+    if (v == "none") {
+        if (dstate != "run" || router == "primary" || router == "takeover" || router == "relinquish") return;
+        executor_.blocking([this, version] {
+            zk::Lock lock(zk_, schema::path("base.config.primary_node"), zk::LockKind::exclusive);
+            if (!lock.acquire(std::chrono::milliseconds(400))) {
+                log_.info("Timed out contending for primary");
+                return;
+            }
+            zk::Stat now;
+            zk_->get(schema::path("base.config.primary_node"), &now);
+            if (now.version == version) {
+                log_.info("Contending for primary: we won");
+                zk_->write(schema::path("base.config.primary_node"), cfg_.host.hostname);
+            }
+        });
+    } else if (v == me && router == "secondary") {
+        executor_.blocking([this] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            write_own("node.state.router", "takeover");
+        });
+    } else if (v != me && router == "primary") {
+        executor_.blocking([this] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            write_own("node.state.router", "relinquish");
+        });
+    }
+}
+
+// The hand-over itself. The network module (when built) moves the floating
+// addresses and primary services on the router_state event; the core only
+// serialises through the primary_node lock and completes the state change, so
+// a coordinator without networking never stays in takeover/relinquish
+// (the reference's defect, node-lifecycle.md §13.7).
+void Daemon::on_router_state(const std::string& state) {
+    if (state == "takeover") {
+        executor_.blocking([this] {
+            log_.system("Taking over primary coordinator role");
+            zk::Lock lock(zk_, schema::path("base.config.primary_node"), zk::LockKind::exclusive);
+            lock.acquire();
+            zk_->ensure_path(schema::path("base.config.primary_node.sync_lock"));
+            write_own("node.state.router", "primary");
+            log_.ok("Node is now primary");
+        });
+    } else if (state == "relinquish") {
+        executor_.blocking([this] {
+            log_.system("Relinquishing primary coordinator role");
+            write_own("node.state.router", "secondary");
+            log_.ok("Node is now secondary");
+        });
+    }
+}
+
+void Daemon::start() {
+    make_directories();
+    banner();
+    // Load modules before touching the cluster: a missing enabled module must
+    // stop us before anything is written.
+    modules_ = std::make_unique<ModuleHost>(module_directory(cfg_), log_);
+    try {
+        modules_->load(cfg_);
+    } catch (const ModuleLoadError& e) {
+        throw Startup(e.what(), exit_failure);
+    }
+    log_.info("Node is a {}", cfg_.daemon_mode);
+    connect_zookeeper();
+    attach_zookeeper(sink_, zk_, cfg_.node);
+    validate_and_apply(*zk_, log_);
+    register_node();
+    validate_and_apply(*zk_, log_);  // our own node's keys, now that its root exists
+    {
+        std::lock_guard g(state_m_);
+        daemon_state_ = "init";
+    }
+    events_.daemon_state.emit("init");
+    claim_primary();
+    check_own_ipmi();
+    watch_cluster();
+    modules_->start_all(cfg_, sink_, zk_, executor_, events_);
+    health_ = std::make_unique<HealthHost>(cfg_, log_.child("health"), zk_, executor_);
+    health_->load();
+    keepalive_thread_ = std::thread([this] { keepalive_loop(); });
+}
+
+// ---------------------------------------------------------------- keepalive
+
+void Daemon::keepalive_loop() {
+    using clock = std::chrono::steady_clock;
+    const auto interval = std::chrono::seconds(cfg_.keepalive_interval);
+    // The first tick runs at once (not one interval later as in the
+    // reference): it is what moves the node to `run`.
+    auto next = clock::now();
+    std::unique_lock lk(ka_m_);
+    while (!ka_stop_) {
+        if (ka_cv_.wait_until(lk, next, [this] { return ka_stop_; })) break;
+        lk.unlock();
+        keepalive_tick(false);
+        lk.lock();
+        // Coalescing: a tick that overran skips the missed slots.
+        auto now = clock::now();
+        do next += interval;
+        while (next <= now);
+    }
+}
+
+void Daemon::keepalive_tick(bool final_tick) {
+    std::lock_guard tick_guard(tick_m_);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string started = tick_timestamp();
+    std::string router, dstate, primary;
+    bool schema_ok, maintenance;
+    {
+        std::lock_guard g(state_m_);
+        router = router_state_;
+        dstate = daemon_state_;
+        primary = primary_node_;
+        schema_ok = schema_ok_;
+        maintenance = maintenance_;
+    }
+    if (!schema_ok) {
+        log_.error("Keepalive skipped: unsupported cluster schema version");
+        return;
+    }
+    const std::string& me = cfg_.host.hostname;
+    zk::Transaction tx(*zk_);
+
+    // Primary publications and primary key repair (§5.2 steps 2 and 4).
+    if (router == "primary") {
+        if (cfg_.enable_hypervisor) {
+            auto sel = zk_->get(schema::path("base.config.migration_target_selector"));
+            if (sel.value_or("") != cfg_.migration_target_selector)
+                tx.set(schema::path("base.config.migration_target_selector"), cfg_.migration_target_selector);
+        }
+        if (cfg_.enable_networking && cfg_.upstream.floating_ip) {
+            auto up = zk_->get(schema::path("base.config.upstream_ip"));
+            if (up.value_or("") != *cfg_.upstream.floating_ip)
+                tx.set(schema::path("base.config.upstream_ip"), *cfg_.upstream.floating_ip);
+        }
+        if (primary != me) tx.set(schema::path("base.config.primary_node"), me);
+    }
+    // Daemon state (§5.2 step 3): init/dead/fenced become run.
+    bool became_run = false;
+    if (!final_tick && dstate != "run" && dstate != "shutdown") {
+        tx.set(node_path("node.state.daemon"), "run");
+        became_run = true;
+    }
+
+    KeepaliveReport report;
+    for (Module* m : modules_->modules()) {
+        try {
+            m->contribute(report);
+        } catch (const std::exception& e) {
+            log_.error("Module {} failed to contribute to the keepalive: {}", m->name(), e.what());
+        }
+    }
+    auto host = read_host_figures().value_or(HostFigures{});
+    tx.set(node_path("node.memory.total"), std::to_string(host.memtotal_mib));
+    tx.set(node_path("node.memory.used"), std::to_string(host.memused_mib));
+    tx.set(node_path("node.memory.free"), std::to_string(host.memfree_mib));
+    tx.set(node_path("node.cpu.load"), zk::py_float(host.cpuload));
+    if (report.has_vm_figures || !cfg_.enable_hypervisor) {
+        tx.set(node_path("node.memory.allocated"), std::to_string(report.memalloc_mib));
+        tx.set(node_path("node.memory.provisioned"), std::to_string(report.memprov_mib));
+        tx.set(node_path("node.vcpu.allocated"), std::to_string(report.vcpualloc));
+        tx.set(node_path("node.count.provisioned_domains"), std::to_string(report.domains_count));
+        tx.set(node_path("node.running_domains"), join(report.running_domains, " "));
+    }
+    for (auto& [path, value] : report.extra_writes) tx.set(path, value);
+    tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
+
+    zk::Status st = zk::Status::other;
+    try {
+        st = zk_->commit(tx);
+    } catch (const std::exception& e) {
+        log_.error("Failed to set keepalive data: {}", e.what());
+    }
+    if (st != zk::Status::ok) {
+        log_.error("Failed to set keepalive data: {}", zk::to_string(st));
+    } else if (became_run) {
+        {
+            std::lock_guard g(state_m_);
+            daemon_state_ = "run";
+        }
+        log_.ok("Node is in daemon state run");
+        events_.daemon_state.emit("run");
+        if (!ready_notified_) {
+            ready_notified_ = true;
+            notify("READY=1");
+        }
+    }
+    if (!final_tick) health_->on_keepalive(router);
+
+    if (cfg_.log_keepalives) {
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const char* rcol = router == "primary" ? "\033[92m" : router == "secondary" ? "\033[94m" : "\033[96m";
+        if (cfg_.log_colours)
+            log_.tick("\033[95m{} keepalive @ {}{} [\033[1m{}{}{}] in {:.2f} seconds", me, started, kColourEnd, rcol,
+                      router, kColourEnd, secs);
+        else
+            log_.tick("{} keepalive @ {} [{}] in {:.2f} seconds", me, started, router, secs);
+        if (cfg_.log_keepalive_cluster_details) {
+            auto h = health_->health();
+            std::string health = h ? std::to_string(*h) + "%" : "N/A";
+            if (cfg_.log_colours) {
+                const char* hcol = !h ? "\033[94m" : *h > 90 ? "\033[92m" : *h > 50 ? "\033[93m" : "\033[91m";
+                health = std::string(hcol) + health + kColourEnd;
+            }
+            std::string osds = report.own_osds < 0 ? (cfg_.enable_storage ? "?" : "0") : std::to_string(report.own_osds);
+            log_.tick("  Maintenance: {}  Health: {}  VMs: {}  OSDs: {}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
+                      maintenance ? "True" : "False", health, report.domains_count, osds, zk::py_float(host.cpuload),
+                      host.memused_mib, host.memfree_mib);
+        }
+    }
+    events_.keepalive_tick.emit();
+}
+
+// ---------------------------------------------------------------- shutdown
+
+void Daemon::request_shutdown() {
+    if (shutting_down_.exchange(true)) return;
+    shutdown_thread_ = std::thread([this] {
+        shutdown();
+        executor_.io().stop();
+    });
+}
+
+void Daemon::shutdown() {
+    log_.system("Terminating pvcnoded and cleaning up");
+    notify("STOPPING=1");
+    if (!zk_) return;
+    write_own("node.state.daemon", "shutdown");
+    {
+        std::lock_guard g(state_m_);
+        daemon_state_ = "shutdown";
+    }
+    events_.daemon_state.emit("shutdown");
+
+    // Hand the primary role over if another node can take it (§4 step 4).
+    std::string router;
+    {
+        std::lock_guard g(state_m_);
+        router = router_state_;
+    }
+    auto nodes = zk_->children(schema::path("base.node")).value_or(std::vector<std::string>{});
+    if (router == "primary" && nodes.size() > 1) {
+        log_.info("Relinquishing primary role before shutdown");
+        zk_->write(schema::path("base.config.primary_node"), "none");
+        for (int i = 0; i < 240; ++i) {
+            {
+                std::lock_guard g(state_m_);
+                if (router_state_ == "secondary") break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+    }
+
+    // Stop the keepalive and run one last tick (it keeps `shutdown`).
+    {
+        std::lock_guard g(ka_m_);
+        ka_stop_ = true;
+    }
+    ka_cv_.notify_all();
+    if (keepalive_thread_.joinable()) keepalive_thread_.join();
+    if (modules_ && health_) keepalive_tick(true);
+
+    if (health_) health_->shutdown(std::chrono::seconds(10));
+    if (modules_) modules_->stop_all();  // never touches running VMs
+    write_own("node.state.daemon", "stop");
+    events_.daemon_state.emit("stop");
+    log_.ok("Node is in daemon state stop");
+    watches_.clear();
+    shutdown_log_sink(sink_);
+    node_guard_.reset();
+    zk_->close();
+    log_.ok("Terminated pvcnoded");
+}
+
+// ---------------------------------------------------------------- run
+
+int Daemon::run() {
+    auto& io = executor_.io();
+    auto guard = boost::asio::make_work_guard(io);
+    boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGQUIT);
+    std::function<void(const boost::system::error_code&, int)> on_signal;
+    on_signal = [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        log_.system("Received signal {}", sig);
+        request_shutdown();
+        signals.async_wait(on_signal);
+    };
+    signals.async_wait(on_signal);
+    boost::asio::signal_set hup(io, SIGHUP);
+    std::function<void(const boost::system::error_code&, int)> on_hup;
+    on_hup = [&](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        reopen_log_file(sink_);
+        hup.async_wait(on_hup);
+    };
+    hup.async_wait(on_hup);
+
+    std::thread loop([&io] { io.run(); });
+    try {
+        start();
+    } catch (const Startup& e) {
+        log_.error("{}", e.what());
+        exit_status_ = e.status;
+    } catch (const std::exception& e) {
+        log_.error("Start-up failed: {}", e.what());
+        exit_status_ = exit_failure;
+    }
+    if (exit_status_ != exit_ok) {
+        // Leave the cluster as consistent as we can: a registered node goes to stop.
+        if (!shutting_down_.exchange(true)) {
+            if (zk_ && node_guard_ && node_guard_->held()) shutdown();
+            io.stop();
+        }
+    }
+    guard.reset();
+    loop.join();
+    if (shutdown_thread_.joinable()) shutdown_thread_.join();
+    signals.cancel();
+    hup.cancel();
+    executor_.stop_pool();
+    return exit_status_;
+}
+
+}  // namespace pvc

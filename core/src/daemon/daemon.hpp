@@ -1,0 +1,93 @@
+// Daemon: the node daemon's lifecycle (node-lifecycle.md §2–§5, §7):
+// start-up in the reference's order, registration, the keepalive, the
+// coordinator's router state, and the orderly shutdown. Modules fill the
+// steps they own (networking, libvirt, firewall, objects) from start().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "pvc/config.hpp"
+#include "pvc/log.hpp"
+#include "pvc/module.hpp"
+#include "pvc/zk.hpp"
+
+namespace pvc {
+
+class ModuleHost;
+class HealthHost;
+
+// Exit statuses of run().
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failure = 1;
+
+class Daemon {
+public:
+    Daemon(Config cfg, std::shared_ptr<LogSink> sink);
+    ~Daemon();
+
+    // Runs until a shutdown is requested (signal or request_shutdown()).
+    int run();
+    // Thread-safe; starts the orderly shutdown.
+    void request_shutdown();
+
+private:
+    struct Startup;  // failure during start-up: message + exit status
+
+    void start();
+    void make_directories();
+    void banner();
+    void connect_zookeeper();
+    void register_node();
+    void claim_primary();
+    void check_own_ipmi();
+    void watch_cluster();
+    void on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat);
+    void on_router_state(const std::string& state);
+    void keepalive_loop();
+    void keepalive_tick(bool final_tick);
+    void shutdown();
+    void notify(const char* state);
+
+    std::string node_path(const char* key) const;
+    bool write_own(const char* key, const std::string& value);
+
+    Config cfg_;
+    std::shared_ptr<LogSink> sink_;
+    Logger log_;
+    Executor executor_{4};
+    CoreEvents events_;
+    std::shared_ptr<zk::Session> zk_;
+    std::unique_ptr<zk::Lock> node_guard_;
+    std::unique_ptr<ModuleHost> modules_;
+    std::unique_ptr<HealthHost> health_;
+    std::vector<std::shared_ptr<zk::Watch>> watches_;
+
+    // Cached cluster state (watch callbacks write, the keepalive reads).
+    mutable std::mutex state_m_;
+    std::string daemon_state_;
+    std::string router_state_;
+    std::string primary_node_;
+    int32_t primary_node_version_ = -1;
+    bool maintenance_ = false;
+    bool schema_ok_ = true;
+
+    std::thread keepalive_thread_;
+    std::mutex ka_m_;
+    std::condition_variable ka_cv_;
+    bool ka_stop_ = false;
+    std::mutex tick_m_;  // one tick at a time
+
+    std::atomic<bool> shutting_down_{false};
+    std::thread shutdown_thread_;
+    int exit_status_ = exit_ok;
+    bool ready_notified_ = false;
+};
+
+}  // namespace pvc
