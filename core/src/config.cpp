@@ -306,7 +306,7 @@ public:
             return std::nullopt;
         }
         if (value < min || value > max) {
-            if (max == LLONG_MAX)
+            if (max >= INT_MAX)
                 problem(at, fmt::format("must be at least {} (got {})", min, value));
             else
                 problem(at, fmt::format("must be between {} and {} (got {})", min, max, value));
