@@ -120,6 +120,9 @@ public:
     virtual bool connected() const = 0;
     virtual int64_t session_id() const = 0;
     virtual const SessionOptions& options() const = 0;
+    // The session password (raw bytes), with session_id() the credentials a
+    // second client needs to take over or expire this session (tests).
+    virtual std::string session_password() const { return {}; }
 
     // --- reads (nullopt when absent; throw zk::Error on other failures) ---
     virtual std::optional<std::string> get(const std::string& path, Stat* stat = nullptr) = 0;
