@@ -1,0 +1,150 @@
+#include "console_log.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <sys/stat.h>
+
+#include "pvc/schema.hpp"
+
+namespace pvc::hv {
+
+namespace {
+
+std::string sanitize_utf8(const std::string& in) {
+    std::string out;
+    out.reserve(in.size());
+    size_t i = 0;
+    while (i < in.size()) {
+        unsigned char c = in[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + len <= in.size();
+        for (size_t k = 1; ok && k < len; k++) ok = (static_cast<unsigned char>(in[i + k]) >> 6) == 2;
+        if (ok) {
+            out.append(in, i, len);
+            i += len;
+        } else {
+            out += "\xEF\xBF\xBD";
+            i += 1;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string tail_lines(const std::string& raw, int lines) {
+    std::string text;
+    text.reserve(raw.size());
+    for (size_t i = 0; i < raw.size(); i++) {
+        if (raw[i] == '\r') {
+            text += '\n';
+            if (i + 1 < raw.size() && raw[i + 1] == '\n') i++;
+        } else {
+            text += raw[i];
+        }
+    }
+    text = sanitize_utf8(text);
+    if (lines <= 0) return {};
+    // Walk back over `lines` line starts; a final unterminated line counts as a line.
+    size_t pos = text.size();
+    int count = 0;
+    if (pos > 0 && text[pos - 1] == '\n') pos--;
+    while (pos > 0) {
+        size_t nl = text.rfind('\n', pos - 1);
+        count++;
+        if (count == lines) {
+            return nl == std::string::npos ? text : text.substr(nl + 1);
+        }
+        if (nl == std::string::npos) break;
+        pos = nl;
+    }
+    return text;
+}
+
+ConsoleLog::ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::string uuid,
+                       std::filesystem::path file, int lines)
+    : zk_(std::move(zk)), ex_(ex), strand_(strand), uuid_(std::move(uuid)), file_(std::move(file)), lines_(lines),
+      timer_(strand) {}
+
+void ConsoleLog::prepare() {
+    std::error_code ec;
+    if (file_.empty() || !std::filesystem::is_directory(file_.parent_path(), ec)) return;
+    if (!std::filesystem::exists(file_, ec)) {
+        std::ofstream touch(file_, std::ios::app);
+    }
+    ::chmod(file_.c_str(), 0600);
+}
+
+void ConsoleLog::start() {
+    if (file_.empty() || started_.exchange(true)) return;
+    auto self = shared_from_this();
+    boost::asio::post(strand_, [self] { self->schedule(); });
+}
+
+void ConsoleLog::stop(bool final_upload) {
+    if (!started_.exchange(false)) return;
+    auto self = shared_from_this();
+    boost::asio::post(strand_, [self] { self->timer_.cancel(); });
+    if (final_upload) upload();
+}
+
+void ConsoleLog::schedule() {
+    if (!started_) return;
+    timer_.expires_after(std::chrono::milliseconds(500));
+    auto self = shared_from_this();
+    timer_.async_wait([self](const boost::system::error_code& ec) {
+        if (ec || !self->started_) return;
+        self->tick();
+        self->schedule();
+    });
+}
+
+void ConsoleLog::tick() {
+    std::error_code ec;
+    auto mtime = std::filesystem::last_write_time(file_, ec);
+    if (ec) return;
+    {
+        std::lock_guard g(m_);
+        if (uploaded_once_ && mtime == last_mtime_) return;
+    }
+    if (in_flight_.exchange(true)) return;
+    auto self = shared_from_this();
+    ex_.blocking([self] {
+        self->upload();
+        self->in_flight_ = false;
+    });
+}
+
+void ConsoleLog::upload() {
+    std::error_code ec;
+    auto mtime = std::filesystem::last_write_time(file_, ec);
+    if (ec) return;
+    std::ifstream in(file_, std::ios::binary);
+    if (!in) return;
+    // Console logs accumulate across boots: read only a generous tail.
+    constexpr std::streamoff max_tail = 4 << 20;
+    in.seekg(0, std::ios::end);
+    std::streamoff size = in.tellg();
+    in.seekg(size > max_tail ? size - max_tail : 0);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    std::string text = tail_lines(buf.str(), lines_);
+    {
+        std::lock_guard g(m_);
+        last_mtime_ = mtime;
+        if (uploaded_once_ && text == last_text_) return;
+    }
+    try {
+        // Only while the domain exists: never re-create keys under a vanished root.
+        if (!zk_->exists(schema::path("domain.name", {uuid_}))) return;
+        if (!zk_->write(schema::path("domain.console.log", {uuid_}), text)) return;
+        std::lock_guard g(m_);
+        last_text_ = text;
+        uploaded_once_ = true;
+    } catch (const std::exception&) {
+        // ZooKeeper unavailable: retried at the next change.
+    }
+}
+
+}  // namespace pvc::hv

@@ -1,0 +1,54 @@
+// Serial console log of one VM copied into /domains/<uuid>/consolelog
+// (hypervisor.md §16): every 0.5 s while started, the last N lines of
+// <console_log_directory>/<name>.log when the file changed.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "pvc/module.hpp"
+
+namespace pvc::hv {
+
+// Last `lines` lines of `text` (CRLF / lone CR as LF, each line keeps its
+// newline), invalid UTF-8 replaced by U+FFFD.
+std::string tail_lines(const std::string& text, int lines);
+
+class ConsoleLog : public std::enable_shared_from_this<ConsoleLog> {
+public:
+    ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::string uuid,
+               std::filesystem::path file, int lines);
+    // Creates the file (mode 0600) if missing. Blocking (file system only).
+    void prepare();
+    // Idempotent.
+    void start();
+    // Stops polling; `final_upload` does one last upload (blocking).
+    void stop(bool final_upload);
+    bool started() const { return started_; }
+
+private:
+    void schedule();
+    void tick();
+    void upload();
+
+    std::shared_ptr<zk::Session> zk_;
+    Executor& ex_;
+    Strand strand_;
+    std::string uuid_;
+    std::filesystem::path file_;
+    int lines_;
+    boost::asio::steady_timer timer_;
+    std::atomic<bool> started_{false};
+    std::atomic<bool> in_flight_{false};
+    std::mutex m_;
+    std::filesystem::file_time_type last_mtime_{};
+    std::string last_text_;
+    bool uploaded_once_ = false;
+};
+
+}  // namespace pvc::hv

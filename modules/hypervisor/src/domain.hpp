@@ -1,0 +1,99 @@
+// One VM as seen by this node (hypervisor.md §3, §7-§10): a state watch on
+// /domains/<uuid>/state, a strand that serialises its transitions, and the
+// procedures (start, restart, shutdown, stop, terminate, send, receive) run
+// one at a time on the procedure pool.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "console_log.hpp"
+#include "shared.hpp"
+
+namespace pvc::hv {
+
+// Every state string of schema 10 the node daemon knows.
+enum class VmState { start, restart, shutdown, stop, disable, fail, migrate, migrate_live, unmigrate,
+                     provision, restore, remove /* "delete" */, invalid };
+VmState parse_vm_state(std::string_view s);
+
+class Domain : public std::enable_shared_from_this<Domain> {
+public:
+    // Values of the last dispatch, for the keepalive and the flush.
+    struct Cached {
+        std::string name;
+        std::string state;
+        std::string node;
+        std::string lastnode;
+        long memory_mib = 0;   // from /xml (§19)
+    };
+
+    Domain(Shared& shared, std::string uuid);
+    const std::string& uuid() const { return uuid_; }
+
+    // Reads the initial values, prepares the console log file and arms the
+    // state watch (which dispatches once at once). Blocking: call off the
+    // ZooKeeper event thread.
+    void attach();
+    // The domain was removed: no further dispatch, console stopped.
+    void detach();
+    // Queues a dispatch; while one runs, it is coalesced into one more
+    // dispatch afterwards (never dropped).
+    void request_dispatch();
+    // Stops the console watcher (final upload) if this node owns the VM.
+    void stop_console();
+
+    Cached cached() const;
+    bool idle() const { return !busy_flag_; }
+
+private:
+    struct Snapshot {
+        std::optional<std::string> state;
+        std::string node, lastnode, method, name, xml;
+    };
+
+    void run_dispatch();
+    Snapshot read();
+    void remember(const Snapshot& s);
+    void owner_dispatch(const Snapshot& s, VmState st, bool running);
+    void refresh_vnc();
+    void ensure_console(const std::string& name);
+
+    // Procedures (procedure pool, one at a time per domain).
+    void adopt();
+    void start_vm();
+    void restart_vm();
+    enum class ShutdownResult { off, timed_out, aborted };
+    ShutdownResult graceful_shutdown(bool restarting);
+    void hard_stop(bool write_stop);
+    void destroy_sequence();
+    void send(const Snapshot& s, bool live_required);
+    void receive();
+    bool acquire_unbounded(zk::Lock& lock);
+    void set_fail(const std::string& reason);
+
+    std::string path(std::string_view key) const;
+
+    Shared& sh_;
+    const std::string uuid_;
+    Logger log_;
+    Strand strand_;
+    std::shared_ptr<zk::Watch> watch_;
+    std::shared_ptr<ConsoleLog> console_;
+    std::string console_name_;
+
+    // strand only
+    bool busy_ = false;
+    bool pending_ = false;
+    std::atomic<bool> busy_flag_{false};
+    std::atomic<bool> gone_{false};
+
+    mutable std::mutex m_;
+    Cached cached_;
+    std::string prev_lastnode_;   // lastnode before the current migration (abort restores it)
+};
+
+}  // namespace pvc::hv

@@ -1,0 +1,412 @@
+#include "hypervisor.hpp"
+
+#include <algorithm>
+#include <future>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "domain_xml.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/target.hpp"
+
+namespace pvc::hv {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+Hypervisor::Hypervisor(NodeContext& ctx) : Hypervisor(ctx, Options{}) {}
+
+Hypervisor::Hypervisor(NodeContext& ctx, Options options)
+    : ctx_(ctx), log_(ctx.logger), rbd_(std::move(options.rbd_locks)), procedures_(options.procedure_threads),
+      migrations_(ctx.config.max_parallel_migrations), strand_(ctx.executor.make_strand()) {
+    if (!rbd_) rbd_ = std::make_unique<NoRbdLocks>(log_);
+    lv_ = std::make_unique<Connection>(ctx.config.libvirt_uri, log_, [this](const std::string& uuid, int event, int) {
+        on_libvirt_event(uuid, event);
+    });
+    shared_.reset(new Shared{ctx.config, log_, ctx.zk, ctx.executor, ctx.config.node, *lv_, *rbd_, stopper_,
+                             procedures_, migrations_, running_});
+}
+
+Hypervisor::~Hypervisor() {
+    stop();
+    procedures_.join();
+}
+
+void Hypervisor::start() {
+    if (started_.exchange(true)) return;
+    std::string err;
+    if (!lv_->get(&err)) log_.error("{}", err);  // retried on every use
+    {
+        std::lock_guard g(tick_target_->m);
+        tick_target_->hv = this;
+    }
+    children_watch_ = ctx_.zk->watch_children(schema::path("base.domain"), [this](const auto& children) {
+        boost::asio::post(strand_, [this, children] { on_children(children); });
+    });
+    domainstate_watch_ = ctx_.zk->watch_data(schema::path("node.state.domain", {shared_->me}),
+                                             [this](const std::optional<std::string>& v, const zk::Stat& st) {
+        boost::asio::post(strand_, [this, v, version = st.version] { on_domainstate(v, version); });
+    });
+    ctx_.events.keepalive_tick.subscribe([target = tick_target_, &ex = ctx_.executor] {
+        {
+            std::lock_guard g(target->m);
+            if (!target->hv) return;
+        }
+        ex.blocking([target] {
+            std::lock_guard g(target->m);
+            if (target->hv) target->hv->collect();
+        });
+    });
+    log_.info("Hypervisor started on {} (libvirt {})", shared_->me, lv_->uri());
+}
+
+void Hypervisor::stop() {
+    if (!started_ || stopper_.stopping()) return;
+    stopper_.stop();
+    if (children_watch_) children_watch_->cancel();
+    if (domainstate_watch_) domainstate_watch_->cancel();
+    lv_->close();
+    {
+        // Waits for a collection in progress; none starts afterwards.
+        std::lock_guard g(tick_target_->m);
+        tick_target_->hv = nullptr;
+    }
+    procedures_.join();
+    // Drain work already queued on our strand (it sees `stopping` and returns).
+    auto barrier = std::make_shared<std::promise<void>>();
+    auto done = barrier->get_future();
+    boost::asio::post(strand_, [barrier] { barrier->set_value(); });
+    done.wait_for(5s);
+    std::vector<std::shared_ptr<Domain>> all;
+    {
+        std::lock_guard g(table_m_);
+        for (auto& [u, d] : domains_) all.push_back(d);
+    }
+    for (auto& d : all) {
+        if (d->cached().node == shared_->me) d->stop_console();
+        d->detach();
+    }
+    log_.info("Hypervisor stopped");
+}
+
+std::shared_ptr<Domain> Hypervisor::domain(const std::string& uuid) const {
+    std::lock_guard g(table_m_);
+    auto it = domains_.find(uuid);
+    return it == domains_.end() ? nullptr : it->second;
+}
+
+void Hypervisor::on_children(const std::optional<std::vector<std::string>>& children) {
+    if (stopper_.stopping()) return;
+    std::set<std::string> now;
+    if (children) now.insert(children->begin(), children->end());
+    std::vector<std::shared_ptr<Domain>> added, removed;
+    {
+        std::lock_guard g(table_m_);
+        for (auto it = domains_.begin(); it != domains_.end();) {
+            if (!now.count(it->first)) {
+                removed.push_back(it->second);
+                order_.erase(std::remove(order_.begin(), order_.end(), it->first), order_.end());
+                it = domains_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        for (const auto& uuid : now) {
+            if (domains_.count(uuid)) continue;
+            auto d = std::make_shared<Domain>(*shared_, uuid);
+            domains_.emplace(uuid, d);
+            order_.push_back(uuid);
+            added.push_back(d);
+        }
+    }
+    for (auto& d : removed) {
+        log_.info("VM {}: removed", d->uuid());
+        d->detach();
+    }
+    for (auto& d : added) boost::asio::post(procedures_, [d] { d->attach(); });
+}
+
+void Hypervisor::on_libvirt_event(const std::string& uuid, int event) {
+    if (event != VIR_DOMAIN_EVENT_STOPPED && event != VIR_DOMAIN_EVENT_CRASHED) return;
+    boost::asio::post(strand_, [this, uuid] {
+        if (stopper_.stopping()) return;
+        // A crashed or guest-powered-off VM: the dispatcher starts it again if it should run.
+        if (auto d = domain(uuid)) d->request_dispatch();
+    });
+}
+
+// ---- flush / unflush (§11) ----
+
+void Hypervisor::on_domainstate(const std::optional<std::string>& value, int32_t version) {
+    if (stopper_.stopping() || !value) return;
+    // `flushed` and `ready` are the terminal values the worker writes itself; others are not ours.
+    if (*value != "flush" && *value != "unflush") return;
+    if (worker_) worker_->cancel = true;
+    queued_ = std::make_shared<Job>();
+    queued_->action = *value;
+    queued_->version = version;
+    maybe_start_worker();
+}
+
+void Hypervisor::maybe_start_worker() {
+    if (worker_ || !queued_ || stopper_.stopping()) return;
+    worker_ = std::move(queued_);
+    worker_active_ = true;
+    boost::asio::post(procedures_, [this, job = worker_] {
+        try {
+            run_job(*job);
+        } catch (const std::exception& e) {
+            log_.error("Node {} failed: {}", job->action, e.what());
+        }
+        boost::asio::post(strand_, [this] {
+            worker_.reset();
+            worker_active_ = false;
+            maybe_start_worker();
+        });
+    });
+}
+
+void Hypervisor::run_job(Job& job) {
+    bool completed = job.action == "flush" ? flush(job) : unflush(job);
+    if (!completed) {
+        log_.info("Node {} of {} cancelled", job.action, shared_->me);
+        return;
+    }
+    // Conditional on the domainstate version that asked for it: a newer request wins.
+    zk::Transaction tx(*ctx_.zk);
+    if (job.action == "flush") tx.set(schema::path("node.running_domains", {shared_->me}), running_.text());
+    tx.set(schema::path("node.state.domain", {shared_->me}), job.action == "flush" ? "flushed" : "ready", job.version);
+    auto st = zk::Status::other;
+    try {
+        st = tx.commit();
+    } catch (const std::exception&) {
+    }
+    if (st == zk::Status::ok) log_.ok("Node {} of {} complete", job.action, shared_->me);
+    else log_.info("Node {} of {} superseded ({})", job.action, shared_->me, zk::to_string(st));
+}
+
+bool Hypervisor::wait_settled(Job& job, std::vector<std::pair<std::string, Clock::time_point>>& inflight, size_t keep) {
+    while (true) {
+        std::erase_if(inflight, [&](const auto& e) {
+            auto st = shared_->get(schema::path("domain.state", {e.first})).value_or("");
+            bool moving = st == "migrate" || st == "migrate-live" || st == "unmigrate" || st == "shutdown";
+            return !moving || Clock::now() >= e.second;
+        });
+        if (inflight.size() <= keep) return true;
+        if (cancelled(job)) return false;
+        stopper_.sleep(200ms);
+    }
+}
+
+bool Hypervisor::flush(Job& job) {
+    const auto& me = shared_->me;
+    log_.info("Flushing node {}", me);
+    const size_t bound = std::max(1, ctx_.config.max_parallel_migrations);
+    std::vector<std::pair<std::string, Clock::time_point>> inflight;
+    for (const auto& uuid : running_.snapshot()) {
+        if (cancelled(job)) return false;
+        auto key = [&](std::string_view k) { return schema::path(k, {uuid}); };
+        std::optional<std::string> state;
+        while (true) {
+            state = shared_->get(key("domain.state"));
+            if (!state || (*state != "restart" && *state != "shutdown")) break;
+            if (!stopper_.sleep(2s) || job.cancel) return false;
+        }
+        if (!state) continue;  // not a PVC VM (or being deleted)
+        auto node = shared_->get(key("domain.node")).value_or("");
+        auto lastnode = shared_->get(key("domain.last_node")).value_or("");
+        const std::string home = lastnode.empty() ? node : lastnode;
+        std::optional<std::string> target;
+        try {
+            target = target::find_target(*ctx_.zk, uuid, {me});
+        } catch (const std::exception& e) {
+            log_.error("VM {}: target selection failed: {}", uuid, e.what());
+        }
+        if (target && *target == home) {
+            // The best place is its home: send it home (the reference shuts it down instead).
+            log_.info("VM {}: flushing home to {}", uuid, home);
+            shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), home}, {key("domain.last_node"), ""}});
+        } else if (target) {
+            log_.info("VM {}: flushing to {}", uuid, *target);
+            shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), *target}, {key("domain.last_node"), home}});
+        } else if (*state == "start") {
+            log_.info("VM {}: no migration target; shutting down", uuid);
+            shared_->write({{key("domain.state"), "shutdown"}, {key("domain.meta.autostart"), "True"}});
+        } else {
+            continue;
+        }
+        inflight.emplace_back(uuid, Clock::now() + 120s);
+        if (!wait_settled(job, inflight, bound - 1)) return false;
+    }
+    return wait_settled(job, inflight, 0);
+}
+
+bool Hypervisor::unflush(Job& job) {
+    const auto& me = shared_->me;
+    log_.info("Readying node {}", me);
+    const size_t bound = std::max(1, ctx_.config.max_parallel_migrations);
+    std::vector<std::string> order;
+    {
+        std::lock_guard g(table_m_);
+        order = order_;
+    }
+    std::vector<std::pair<std::string, Clock::time_point>> inflight;
+    for (const auto& uuid : order) {
+        if (cancelled(job)) return false;
+        auto key = [&](std::string_view k) { return schema::path(k, {uuid}); };
+        auto node = shared_->get(key("domain.node")).value_or("");
+        if (shared_->get(key("domain.meta.autostart")) == std::optional<std::string>("True") && node == me) {
+            log_.info("VM {}: autostarting", uuid);
+            shared_->write({{key("domain.state"), "start"}, {key("domain.node"), me}, {key("domain.last_node"), ""},
+                            {key("domain.meta.autostart"), "False"}});
+            continue;
+        }
+        if (shared_->get(key("domain.last_node")).value_or("") != me) continue;
+        if (shared_->get(key("domain.state")) == std::optional<std::string>("start")) {
+            log_.info("VM {}: returning home", uuid);
+            shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), me}, {key("domain.last_node"), ""}});
+            inflight.emplace_back(uuid, Clock::now() + 120s);
+            if (!wait_settled(job, inflight, bound - 1)) return false;
+        } else {
+            // Not running: re-assign only (the reference sets `migrate` and leaves it stuck).
+            shared_->write({{key("domain.node"), me}, {key("domain.last_node"), ""}});
+        }
+    }
+    return wait_settled(job, inflight, 0);
+}
+
+// ---- keepalive (§14) ----
+
+void Hypervisor::contribute(KeepaliveReport& report) {
+    std::lock_guard g(figures_m_);
+    if (!have_figures_) return;
+    report.has_vm_figures = true;
+    report.domains_count = domains_count_;
+    report.memalloc_mib = memalloc_;
+    report.memprov_mib = memprov_;
+    report.vcpualloc = vcpualloc_;
+    report.running_domains = running_.snapshot();
+}
+
+void Hypervisor::collect() {
+    if (stopper_.stopping() || collecting_.exchange(true)) return;
+    struct Reset {
+        std::atomic<bool>& f;
+        ~Reset() { f = false; }
+    } reset{collecting_};
+
+    auto active = lv_->list_active();
+    std::set<std::string> running_here;
+    for (auto& d : active) {
+        int st = 0, reason = 0;
+        if (virDomainGetState(d.get(), &st, &reason, 0) < 0 || st != VIR_DOMAIN_RUNNING) continue;
+        auto uuid = uuid_of(d.get());
+        if (uuid.empty()) continue;
+        running_here.insert(uuid);
+        running_.add(uuid);
+        if (domain(uuid)) write_stats(d.get(), uuid);
+    }
+    for (const auto& uuid : running_.snapshot()) {
+        if (running_here.count(uuid)) continue;
+        // Backstop for a missed lifecycle event: a VM that should run here but does not.
+        if (auto d = domain(uuid)) {
+            auto c = d->cached();
+            if (c.state == "start" && c.node == shared_->me && d->idle()) d->request_dispatch();
+            if (!d->idle()) continue;  // a procedure is changing it right now
+        }
+        running_.remove(uuid);
+    }
+
+    long memalloc = 0, memprov = 0;
+    int vcpus = 0;
+    for (const auto& uuid : running_.snapshot()) {
+        long mem = 0;
+        virDomainInfo info{};
+        auto dom = lv_->lookup(uuid);
+        if (dom && virDomainGetInfo(dom.get(), &info) == 0) {
+            mem = static_cast<long>(info.memory / 1024);
+            vcpus += info.nrVirtCpu;
+        } else if (auto d = domain(uuid)) {
+            mem = d->cached().memory_mib;
+        }
+        memalloc += mem;
+    }
+    memprov = memalloc;
+    {
+        std::lock_guard g(table_m_);
+        for (auto& [uuid, d] : domains_) {
+            auto c = d->cached();
+            if (c.node == shared_->me && !running_.contains(uuid)) memprov += c.memory_mib;
+        }
+    }
+    std::lock_guard g(figures_m_);
+    have_figures_ = true;
+    domains_count_ = static_cast<int>(active.size());
+    memalloc_ = memalloc;
+    memprov_ = memprov;
+    vcpualloc_ = vcpus;
+}
+
+void Hypervisor::write_stats(virDomainPtr dom, const std::string& uuid) {
+    using nlohmann::json;
+    virDomainInfo info{};
+    if (virDomainGetInfo(dom, &info) < 0) return;
+    json j;
+    j["state"] = state_name(info.state);
+    j["maxmem"] = info.maxMem;
+    j["livemem"] = info.memory;
+    j["cpus"] = info.nrVirtCpu;
+    j["cputime"] = info.cpuTime;
+
+    static const char* mem_tags[] = {"swap_in", "swap_out", "major_fault", "minor_fault", "unused", "available",
+                                     "actual", "rss", "usable", "last_update", "disk_caches", "hugetlb_pgalloc",
+                                     "hugetlb_pgfail"};
+    json mem = json::object();
+    virDomainMemoryStatStruct ms[VIR_DOMAIN_MEMORY_STAT_NR];
+    int n = virDomainMemoryStats(dom, ms, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+    for (int i = 0; i < n; i++) {
+        int tag = ms[i].tag;
+        if (tag >= 0 && tag < static_cast<int>(std::size(mem_tags))) mem[mem_tags[tag]] = ms[i].val;
+    }
+    j["mem_stats"] = mem;
+
+    json cpu = json::object();
+    int nparams = virDomainGetCPUStats(dom, nullptr, 0, -1, 1, 0);
+    if (nparams > 0) {
+        std::vector<virTypedParameter> params(nparams);
+        if (virDomainGetCPUStats(dom, params.data(), nparams, -1, 1, 0) > 0) {
+            for (auto& p : params)
+                if (p.type == VIR_TYPED_PARAM_ULLONG) cpu[p.field] = p.value.ul;
+            virTypedParamsClear(params.data(), nparams);
+        }
+    }
+    j["cpu_stats"] = cpu;
+
+    json disks = json::array(), nets = json::array();
+    if (char* xml = virDomainGetXMLDesc(dom, 0)) {
+        auto parsed = parse_domain_xml(xml);
+        free(xml);
+        if (parsed) {
+            for (auto& d : parsed->disks) {
+                virDomainBlockStatsStruct bs{};
+                if (d.name.empty() || virDomainBlockStats(dom, d.target_dev.c_str(), &bs, sizeof bs) < 0) return;
+                disks.push_back({{"name", d.name}, {"rd_req", bs.rd_req}, {"rd_bytes", bs.rd_bytes},
+                                 {"wr_req", bs.wr_req}, {"wr_bytes", bs.wr_bytes}, {"err", bs.errs}});
+            }
+            for (auto& i : parsed->bridges) {
+                virDomainInterfaceStatsStruct is{};
+                if (virDomainInterfaceStats(dom, i.target_dev.c_str(), &is, sizeof is) < 0) return;
+                nets.push_back({{"name", i.target_dev}, {"bridge", i.bridge}, {"rd_bytes", is.rx_bytes},
+                                {"rd_packets", is.rx_packets}, {"rd_errors", is.rx_errs}, {"rd_drops", is.rx_drop},
+                                {"wr_bytes", is.tx_bytes}, {"wr_packets", is.tx_packets}, {"wr_errors", is.tx_errs},
+                                {"wr_drops", is.tx_drop}});
+            }
+        }
+    }
+    j["disk_stats"] = disks;
+    j["net_stats"] = nets;
+    shared_->set_existing(uuid, schema::path("domain.stats", {uuid}), j.dump());
+}
+
+}  // namespace pvc::hv

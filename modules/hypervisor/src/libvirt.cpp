@@ -1,0 +1,178 @@
+#include "libvirt.hpp"
+
+#include <libvirt/virterror.h>
+
+#include <atomic>
+#include <thread>
+
+namespace pvc::hv {
+
+std::string last_error() {
+    virErrorPtr e = virGetLastError();
+    if (e && e->message) return e->message;
+    return "unknown libvirt error";
+}
+
+const char* state_name(int state) {
+    static const char* names[] = {"NOSTATE", "RUNNING", "BLOCKED", "PAUSED", "SHUTDOWN", "SHUTOFF", "CRASHED", "PMSUSPENDED"};
+    if (state < 0 || state > 7) return "NOSTATE";
+    return names[state];
+}
+
+std::string uuid_of(virDomainPtr d) {
+    char buf[VIR_UUID_STRING_BUFLEN] = {};
+    if (virDomainGetUUIDString(d, buf) < 0) return {};
+    return buf;
+}
+
+// ---- event loop ----
+
+namespace {
+void silence_errors(void*, virErrorPtr) {}  // errors are read with virGetLastError where they matter
+std::once_flag g_register_once;
+std::mutex g_loop_mutex;
+std::weak_ptr<EventLoop> g_loop;
+}  // namespace
+
+struct EventLoop::Impl {
+    std::atomic<bool> stop{false};
+    int timer = -1;
+    std::thread thread;
+};
+
+EventLoop::EventLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::shared_ptr<EventLoop> EventLoop::acquire() {
+    std::call_once(g_register_once, [] {
+        virSetErrorFunc(nullptr, silence_errors);
+        virEventRegisterDefaultImpl();
+    });
+    std::lock_guard g(g_loop_mutex);
+    if (auto l = g_loop.lock()) return l;
+    auto impl = std::make_unique<Impl>();
+    // A periodic no-op timer wakes virEventRunDefaultImpl so the thread can notice `stop`.
+    impl->timer = virEventAddTimeout(200, [](int, void*) {}, nullptr, nullptr);
+    auto* raw = impl.get();
+    impl->thread = std::thread([raw] {
+        while (!raw->stop.load()) virEventRunDefaultImpl();
+    });
+    auto l = std::make_shared<EventLoop>(std::move(impl));
+    g_loop = l;
+    return l;
+}
+
+EventLoop::~EventLoop() {
+    impl_->stop = true;
+    if (impl_->thread.joinable()) impl_->thread.join();
+    if (impl_->timer >= 0) virEventRemoveTimeout(impl_->timer);
+}
+
+// ---- connection ----
+
+struct Connection::EventTarget {
+    std::mutex m;
+    LifecycleCallback cb;
+};
+
+namespace {
+int lifecycle_cb(virConnectPtr, virDomainPtr d, int event, int detail, void* opaque) {
+    auto* holder = static_cast<std::shared_ptr<Connection::EventTarget>*>(opaque);
+    auto uuid = uuid_of(d);
+    std::lock_guard g((*holder)->m);
+    if ((*holder)->cb && !uuid.empty()) (*holder)->cb(uuid, event, detail);
+    return 0;
+}
+void free_target(void* opaque) { delete static_cast<std::shared_ptr<Connection::EventTarget>*>(opaque); }
+}  // namespace
+
+Connection::Connection(std::string uri, Logger log, LifecycleCallback on_event)
+    : uri_(std::move(uri)), log_(std::move(log)), target_(std::make_shared<EventTarget>()) {
+    target_->cb = std::move(on_event);
+    if (target_->cb) loop_ = EventLoop::acquire();
+    else virSetErrorFunc(nullptr, silence_errors);
+}
+
+Connection::~Connection() {
+    close();
+    std::lock_guard g(m_);
+    if (conn_) {
+        if (callback_id_ >= 0) virConnectDomainEventDeregisterAny(conn_, callback_id_);
+        virConnectClose(conn_);
+        conn_ = nullptr;
+    }
+}
+
+void Connection::close() {
+    std::lock_guard g(target_->m);
+    target_->cb = nullptr;
+}
+
+void Connection::register_events(virConnectPtr c) {
+    if (!loop_) return;
+    auto* opaque = new std::shared_ptr<EventTarget>(target_);
+    callback_id_ = virConnectDomainEventRegisterAny(c, nullptr, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                                    VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb), opaque, free_target);
+    if (callback_id_ < 0) {
+        delete opaque;
+        log_.warn("Failed to register libvirt lifecycle events on {}: {}", uri_, last_error());
+    }
+}
+
+ConnectHandle Connection::get(std::string* error) {
+    std::lock_guard g(m_);
+    if (conn_ && virConnectIsAlive(conn_) == 1) {
+        virConnectRef(conn_);
+        return ConnectHandle(conn_);
+    }
+    if (conn_) {
+        log_.warn("libvirt connection to {} lost; reconnecting", uri_);
+        if (callback_id_ >= 0) virConnectDomainEventDeregisterAny(conn_, callback_id_);
+        callback_id_ = -1;
+        virConnectClose(conn_);
+        conn_ = nullptr;
+    }
+    conn_ = virConnectOpen(uri_.c_str());
+    if (!conn_) {
+        if (error) *error = "Failed to open libvirt connection " + uri_ + ": " + last_error();
+        return nullptr;
+    }
+    register_events(conn_);
+    virConnectRef(conn_);
+    return ConnectHandle(conn_);
+}
+
+DomainHandle Connection::lookup(const std::string& uuid) {
+    auto c = get();
+    if (!c) return nullptr;
+    return DomainHandle(virDomainLookupByUUIDString(c.get(), uuid.c_str()));
+}
+
+std::optional<int> Connection::state(const std::string& uuid) {
+    auto d = lookup(uuid);
+    if (!d) return std::nullopt;
+    int st = 0, reason = 0;
+    if (virDomainGetState(d.get(), &st, &reason, 0) < 0) return std::nullopt;
+    return st;
+}
+
+std::optional<std::string> Connection::create_xml(const std::string& xml) {
+    std::string err;
+    auto c = get(&err);
+    if (!c) return err;
+    DomainHandle d(virDomainCreateXML(c.get(), xml.c_str(), 0));
+    if (!d) return last_error();
+    return std::nullopt;
+}
+
+std::vector<DomainHandle> Connection::list_active() {
+    std::vector<DomainHandle> out;
+    auto c = get();
+    if (!c) return out;
+    virDomainPtr* doms = nullptr;
+    int n = virConnectListAllDomains(c.get(), &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+    for (int i = 0; i < n; i++) out.emplace_back(doms[i]);
+    free(doms);
+    return out;
+}
+
+}  // namespace pvc::hv

@@ -1,0 +1,89 @@
+// libvirt, owned: one connection with reconnect, RAII domain handles, and
+// lifecycle events delivered through libvirt's default event loop.
+#pragma once
+
+#include <libvirt/libvirt.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pvc/log.hpp"
+
+namespace pvc::hv {
+
+struct DomainFree { void operator()(virDomainPtr d) const { if (d) virDomainFree(d); } };
+struct ConnectClose { void operator()(virConnectPtr c) const { if (c) virConnectClose(c); } };
+// An owned reference to a libvirt domain / connection.
+using DomainHandle = std::unique_ptr<virDomain, DomainFree>;
+using ConnectHandle = std::unique_ptr<virConnect, ConnectClose>;
+
+// Text of libvirt's last error on this thread ("unknown libvirt error" if none).
+std::string last_error();
+
+// libvirt's default event implementation, registered once per process, run
+// by one thread while at least one EventLoop reference is alive.
+class EventLoop {
+public:
+    static std::shared_ptr<EventLoop> acquire();
+    ~EventLoop();
+    EventLoop(const EventLoop&) = delete;
+    EventLoop& operator=(const EventLoop&) = delete;
+    struct Impl;
+    explicit EventLoop(std::unique_ptr<Impl> impl);
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// virDomainState as text (NOSTATE, RUNNING, ...).
+const char* state_name(int state);
+
+class Connection {
+public:
+    // Called on the event-loop thread for every lifecycle event: UUID string,
+    // virDomainEventType, detail. Must only post work.
+    using LifecycleCallback = std::function<void(const std::string& uuid, int event, int detail)>;
+
+    Connection(std::string uri, Logger log, LifecycleCallback on_event = {});
+    ~Connection();
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    const std::string& uri() const { return uri_; }
+    // A reference to a live connection, reconnecting if needed; nullptr (and
+    // `error` set) when libvirt cannot be reached.
+    ConnectHandle get(std::string* error = nullptr);
+
+    // Domain by UUID string; nullptr when absent or libvirt is unreachable.
+    DomainHandle lookup(const std::string& uuid);
+    // virDomainState of `uuid`; nullopt when absent or on error.
+    std::optional<int> state(const std::string& uuid);
+    bool running(const std::string& uuid) { return state(uuid) == VIR_DOMAIN_RUNNING; }
+    // Creates a transient domain; error text on failure.
+    std::optional<std::string> create_xml(const std::string& xml);
+    // Active domains (VIR_CONNECT_LIST_DOMAINS_ACTIVE).
+    std::vector<DomainHandle> list_active();
+    // Stops delivering events (before destruction of the receiver).
+    void close();
+
+    struct EventTarget;  // the receiver of events, shared with libvirt's callback
+
+private:
+    void register_events(virConnectPtr c);
+
+    std::string uri_;
+    Logger log_;
+    std::shared_ptr<EventLoop> loop_;
+    std::shared_ptr<EventTarget> target_;
+    std::mutex m_;
+    virConnectPtr conn_ = nullptr;
+    int callback_id_ = -1;
+};
+
+std::string uuid_of(virDomainPtr d);
+
+}  // namespace pvc::hv

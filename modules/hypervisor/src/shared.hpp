@@ -1,0 +1,105 @@
+// What the hypervisor's objects share: configuration, sessions, the
+// procedure pool, the running list and the stop signal.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "libvirt.hpp"
+#include "pvc/module.hpp"
+#include "rbd_locks.hpp"
+
+namespace pvc::hv {
+
+// The daemon is stopping: every wait in a procedure ends early.
+class Stopper {
+public:
+    // Sleeps `d`; false when stopping (at once or during the sleep).
+    bool sleep(std::chrono::milliseconds d) {
+        std::unique_lock l(m_);
+        return !cv_.wait_for(l, d, [&] { return stopping_; });
+    }
+    void stop() {
+        std::lock_guard g(m_);
+        stopping_ = true;
+        cv_.notify_all();
+    }
+    bool stopping() const {
+        std::lock_guard g(m_);
+        return stopping_;
+    }
+
+private:
+    mutable std::mutex m_;
+    std::condition_variable cv_;
+    bool stopping_ = false;
+};
+
+// Bounds concurrent live-migration sends (max_parallel_migrations).
+class Semaphore {
+public:
+    explicit Semaphore(int n) : n_(n < 1 ? 1 : n) {}
+    void acquire() {
+        std::unique_lock l(m_);
+        cv_.wait(l, [&] { return n_ > 0; });
+        n_--;
+    }
+    void release() {
+        std::lock_guard g(m_);
+        n_++;
+        cv_.notify_one();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    int n_;
+};
+
+// This node's running list (/nodes/<me>/runningdomains, space-separated).
+class RunningList {
+public:
+    bool add(const std::string& uuid);      // true if it was missing
+    bool remove(const std::string& uuid);   // true if it was present
+    bool contains(const std::string& uuid) const;
+    std::vector<std::string> snapshot() const;
+    std::string text() const;
+
+private:
+    mutable std::mutex m_;
+    std::vector<std::string> list_;
+};
+
+struct Shared {
+    const Config& config;
+    Logger log;
+    std::shared_ptr<zk::Session> zk;
+    Executor& ex;
+    std::string me;
+    Connection& lv;
+    RbdLocks& rbd;
+    Stopper& stopper;
+    boost::asio::thread_pool& procedures;  // long, sleeping, lock-holding procedures
+    Semaphore& migrations;
+    RunningList& running;
+
+    // Reads that never throw: nullopt on absence or any ZooKeeper error.
+    std::optional<std::string> get(const std::string& path) const;
+    // The reference write (multi); false on failure (logged).
+    bool write(const std::vector<zk::KeyValue>& kvs) const;
+    // Sets `key` only if it and the domain root exist (never re-creates keys
+    // under a domain being deleted).
+    bool set_existing(const std::string& uuid, const std::string& key_path, const std::string& value) const;
+    // Rewrites /nodes/<me>/runningdomains from the list.
+    void publish_running() const;
+};
+
+}  // namespace pvc::hv
