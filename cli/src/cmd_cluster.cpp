@@ -1,0 +1,136 @@
+// pvc cluster status | maintenance on|off
+#include <iostream>
+#include <map>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "model.hpp"
+#include "pvc/schema.hpp"
+#include "table.hpp"
+
+namespace pvc::cli {
+namespace {
+
+using schema::path;
+
+struct Health {
+    long value = 100;
+    std::vector<std::string> messages;
+};
+
+// The reference client's cluster health arithmetic (node plugin health,
+// node and VM states, Ceph health), floored at 0.
+Health cluster_health(const std::vector<NodeView>& nodes, const std::vector<std::pair<std::string, std::string>>& vms) {
+    Health h;
+    for (const auto& n : nodes) {
+        if (n.health) h.value -= 100 - *n.health;
+        if (n.daemon_state != "run") {
+            h.value -= 50;
+            h.messages.push_back("cluster: Node " + n.name + " in " + n.daemon_state + " daemon state");
+        } else if (n.domain_state != "ready") {
+            h.value -= 10;
+            h.messages.push_back("cluster: Node " + n.name + " in " + n.domain_state + " domain state");
+        }
+    }
+    for (const auto& [name, state] : vms) {
+        if (state == "stop" || state == "fail") {
+            h.value -= 10;
+            h.messages.push_back("cluster: VM " + name + " in " + state + " state");
+        }
+    }
+    auto ceph = read_opt(path("base.storage.health"));
+    if (ceph && !ceph->empty()) {
+        try {
+            auto j = nlohmann::json::parse(*ceph);
+            std::string status = j.value("status", "");
+            if (status == "HEALTH_ERR") h.value -= 50;
+            if (status == "HEALTH_WARN") h.value -= 10;
+            if (status == "HEALTH_ERR" || status == "HEALTH_WARN") h.messages.push_back("ceph: " + status);
+        } catch (const nlohmann::json::exception&) {
+        }
+    }
+    if (h.value < 0) h.value = 0;
+    return h;
+}
+
+void cluster_status() {
+    std::vector<NodeView> nodes;
+    for (const auto& n : node_names()) nodes.push_back(read_node(n));
+    std::vector<std::pair<std::string, std::string>> vms;
+    for (const auto& u : vm_uuids()) vms.emplace_back(read(path("domain.name", {u})), read(path("domain.state", {u})));
+    bool maintenance = lenient(read(path("base.config.maintenance")));
+    std::string primary = read(path("base.config.primary_node"));
+    std::string upstream_ip = read(path("base.config.upstream_ip"));
+    std::string version;
+    for (const auto& n : nodes)
+        if (n.name == primary) version = n.pvc_version;
+    Health health = cluster_health(nodes, vms);
+    size_t networks = children(path("base.network")).size();
+
+    std::map<std::string, long> node_states, vm_states;
+    for (const auto& n : nodes) node_states[n.daemon_state + "," + n.domain_state]++;
+    for (const auto& [name, state] : vms) vm_states[state]++;
+
+    if (json_output()) {
+        nlohmann::json j;
+        j["cluster_health"] = {{"health", maintenance ? nlohmann::json("N/A") : nlohmann::json(health.value)},
+                               {"messages", health.messages}};
+        j["maintenance"] = maintenance;
+        j["primary_node"] = primary;
+        j["pvc_version"] = version;
+        j["upstream_ip"] = upstream_ip;
+        j["nodes"] = {{"total", nodes.size()}};
+        for (const auto& [k, v] : node_states) j["nodes"][k] = v;
+        j["node_list"] = nlohmann::json::array();
+        for (const auto& n : nodes) j["node_list"].push_back(n.to_json());
+        j["vms"] = {{"total", vms.size()}};
+        for (const auto& [k, v] : vm_states) j["vms"][k] = v;
+        j["networks"] = {{"total", networks}};
+        print_json(j);
+        return;
+    }
+    std::string health_text = maintenance ? "N/A (maintenance on)" : std::to_string(health.value) + "%";
+    print_fields(std::cout, {{"Health", health_text},
+                             {"Maintenance", colour_state(maintenance ? "on" : "off")},
+                             {"Primary node", primary.empty() ? "-" : primary},
+                             {"PVC version", version.empty() ? "-" : version},
+                             {"Upstream IP", upstream_ip.empty() ? "-" : upstream_ip},
+                             {"Networks", std::to_string(networks)}});
+    for (const auto& m : health.messages) std::cout << "  " << m << '\n';
+    std::cout << '\n' << bold("Nodes") << " (" << nodes.size() << ")\n";
+    Table t({"NAME", "DAEMON", "ROUTER", "DOMAIN", "HEALTH", "VMS"});
+    for (const auto& n : nodes)
+        t.add({n.name, colour_state(n.daemon_state), colour_state(n.router_state), colour_state(n.domain_state),
+               n.health ? std::to_string(*n.health) + "%" : "N/A", std::to_string(n.running_domains.size())});
+    t.print(std::cout);
+    std::cout << '\n' << bold("VMs") << " (" << vms.size() << ")";
+    for (const auto& [state, count] : vm_states) std::cout << "  " << colour_state(state) << ": " << count;
+    std::cout << '\n';
+}
+
+}  // namespace
+
+void add_cluster_commands(CLI::App& app) {
+    auto* cluster = app.add_subcommand("cluster", "Cluster-wide status and maintenance mode");
+    cluster->require_subcommand(1);
+    cluster->footer("Examples:\n  pvc cluster status\n  pvc cluster status --format json\n  pvc cluster maintenance on");
+
+    auto* status = cluster->add_subcommand("status", "Show cluster health, nodes and VM counts by state");
+    add_format_option(status);
+    status->footer("Examples:\n  pvc cluster status\n  pvc cluster status --format json | jq .cluster_health");
+    status->callback([] { cluster_status(); });
+
+    static std::string mode;
+    auto* maint = cluster->add_subcommand("maintenance", "Turn maintenance mode on or off (no fencing while on)");
+    maint->add_option("mode", mode, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
+    maint->footer("Writes /config/maintenance = true|false.\n\nExamples:\n  pvc cluster maintenance on\n"
+                  "  pvc cluster maintenance off");
+    maint->callback([] {
+        std::string value = mode == "on" ? "true" : "false";
+        if (!session()->write(path("base.config.maintenance"), value))
+            throw Failure("could not write the maintenance flag");
+        std::cout << "Maintenance mode " << (mode == "on" ? "enabled" : "disabled") << "." << std::endl;
+    });
+}
+
+}  // namespace pvc::cli

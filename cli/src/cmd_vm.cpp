@@ -1,0 +1,542 @@
+// pvc vm list | info | define | modify | start | stop | shutdown | restart |
+//        disable | migrate | unmigrate | move | remove | log
+//
+// Every write is the reference client's (hypervisor.md §5): the same keys,
+// values and transactions, state changes under the kazoo exclusive lock on
+// /domains/<uuid>/state held 0.5 s after the write. Input is checked before
+// anything is written.
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "domain_xml.hpp"
+#include "model.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/target.hpp"
+#include "table.hpp"
+
+namespace pvc::cli {
+namespace {
+
+using namespace std::chrono_literals;
+using schema::path;
+
+struct VmArgs {
+    std::string vm, file, node, node_limit, selector, method, profile;
+    std::vector<std::string> tags, protected_tags;
+    bool autostart = false, no_autostart = false;
+    bool wait = false, force = false, live = false, restart = false, yes = false, follow = false, xml = false;
+    long lines = 100;
+    std::string state_filter, node_filter, tag_filter;
+};
+VmArgs a;
+
+std::string read_file(const std::string& file) {
+    std::ifstream in(file);
+    if (!in) throw Failure("cannot read file '" + file + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// change_state(S) of the reference: exclusive lock, write, 0.5 s, release.
+void change_state(const std::string& uuid, const std::string& state) {
+    zk::Lock lock(session(), path("domain.state", {uuid}), zk::LockKind::exclusive, new_uuid());
+    if (!lock.acquire()) throw Failure("could not take the state lock of VM " + uuid);
+    if (!session()->write(path("domain.state", {uuid}), state))
+        throw Failure("could not write state " + state + " for VM " + uuid);
+    pause(500ms);
+    lock.release();
+}
+
+std::string state_of(const std::string& uuid) { return read(path("domain.state", {uuid})); }
+
+bool runs_on(const std::string& uuid, const std::string& node) {
+    if (node.empty()) return false;
+    for (const auto& d : split(read(path("node.running_domains", {node})), ' '))
+        if (d == uuid) return true;
+    return false;
+}
+
+// Each node named in a comma-separated limit must exist.
+std::vector<std::string> checked_limit(const std::string& limit) {
+    auto nodes = split(limit, ',');
+    for (const auto& n : nodes) require_node(n);
+    return nodes;
+}
+
+// Memory and vCPU admission of the reference (define, modify).
+void check_resources(const DomainXml& x, const std::string& node) {
+    if (!x.memory_mib) throw Failure("invalid VM XML: no valid <memory> element");
+    if (!x.vcpus) throw Failure("invalid VM XML: no valid <vcpu> element");
+    auto total = to_long(read(path("node.memory.total", {node})));
+    if (!total) throw Failure("node " + node + " reports no memory total");
+    if (*x.memory_mib >= *total)
+        throw Failure("VM " + x.name + " asks for " + std::to_string(*x.memory_mib) + " MiB of memory; node " + node +
+                      " has " + std::to_string(*total) + " MiB");
+    auto st = split(read(path("node.data.static", {node})), ' ');
+    auto cpus = st.empty() ? std::nullopt : to_long(st[0]);
+    if (!cpus) throw Failure("node " + node + " reports no CPU count");
+    if (*cpus - 2 <= *x.vcpus)
+        throw Failure("VM " + x.name + " asks for " + std::to_string(*x.vcpus) + " vCPUs; node " + node + " has " +
+                      std::to_string(*cpus) + " CPUs (at most " + std::to_string(*cpus - 3) + " vCPUs per VM)");
+}
+
+std::optional<std::string> choose_target(const std::optional<std::string>& limit,
+                                         const std::optional<std::string>& selector, const std::string& current) {
+    target::Request req;
+    req.node_limit = limit;
+    req.node_selector = selector;
+    req.cluster_selector = read(path("base.config.migration_target_selector"));
+    req.current_node = current;
+    return target::choose(target::read_nodes(*session()), req);
+}
+
+// ---- reads ----
+
+void vm_list() {
+    std::vector<VmView> vms;
+    for (const auto& u : vm_uuids()) {
+        VmView v = read_vm(u);
+        if (!a.state_filter.empty() && v.state != a.state_filter) continue;
+        if (!a.node_filter.empty() && v.node != a.node_filter) continue;
+        if (!a.tag_filter.empty()) {
+            bool has = false;
+            for (const auto& t : v.tags) has = has || t.name == a.tag_filter;
+            if (!has) continue;
+        }
+        if (!a.vm.empty() && v.name.find(a.vm) == std::string::npos && v.uuid.find(a.vm) == std::string::npos) continue;
+        vms.push_back(std::move(v));
+    }
+    std::sort(vms.begin(), vms.end(), [](const VmView& x, const VmView& y) { return x.name < y.name; });
+    if (json_output()) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto& v : vms) j.push_back(v.to_json());
+        print_json(j);
+        return;
+    }
+    Table t({"NAME", "UUID", "STATE", "NODE", "MIGRATED", "VCPUS", "MEMORY", "TAGS"});
+    for (const auto& v : vms) {
+        std::vector<std::string> tags;
+        for (const auto& tag : v.tags) tags.push_back(tag.name);
+        t.add({v.name, v.uuid, colour_state(v.state), v.node, v.last_node.empty() ? "no" : "from " + v.last_node,
+               v.vcpus ? std::to_string(*v.vcpus) : "?", v.memory_mib ? std::to_string(*v.memory_mib) + " MiB" : "?",
+               join(tags, ",")});
+    }
+    t.print(std::cout);
+}
+
+void vm_info() {
+    VmView v = read_vm(find_vm(a.vm));
+    if (json_output()) {
+        print_json(v.to_json(a.xml));
+        return;
+    }
+    std::vector<std::string> tags, nets, disks;
+    for (const auto& t : v.tags) tags.push_back(t.name + (t.is_protected ? " (protected)" : ""));
+    for (const auto& n : v.interfaces)
+        nets.push_back(n["type"].get<std::string>() + ":" + n["source"].get<std::string>() + " " +
+                       n["mac"].get<std::string>());
+    for (const auto& d : v.disks) disks.push_back(d["target"].get<std::string>() + "=" + d["name"].get<std::string>());
+    std::vector<std::pair<std::string, std::string>> f = {
+        {"Name", v.name},
+        {"UUID", v.uuid},
+        {"Description", v.description},
+        {"State", colour_state(v.state)},
+        {"Node", v.node},
+        {"Migrated", v.last_node.empty() ? "no" : "from " + v.last_node},
+        {"vCPUs", v.vcpus ? std::to_string(*v.vcpus) : "?"},
+        {"Memory", v.memory_mib ? std::to_string(*v.memory_mib) + " MiB" : "?"},
+        {"Node limit", v.node_limit.empty() ? "any" : join(v.node_limit, ",")},
+        {"Node selector", v.node_selector},
+        {"Autostart", v.autostart ? "yes" : "no"},
+        {"Migration method", v.migration_method},
+        {"Profile", v.profile},
+        {"Tags", join(tags, ", ")},
+        {"VNC", v.vnc.empty() ? "-" : v.vnc},
+        {"Networks", join(nets, ", ")},
+        {"Disks", join(disks, ", ")},
+    };
+    if (!v.failed_reason.empty()) f.insert(f.begin() + 4, {"Failed reason", v.failed_reason});
+    print_fields(std::cout, f);
+    if (a.xml) std::cout << '\n' << v.xml << (v.xml.empty() || v.xml.back() == '\n' ? "" : "\n");
+}
+
+// ---- define / modify / remove ----
+
+void vm_define() {
+    DomainXml x = parse_domain_xml(read_file(a.file), true);
+    if (session()->exists(path("domain.name", {x.uuid})))
+        throw Failure("a VM with UUID " + x.uuid + " already exists");
+    if (vm_by_name(x.name)) throw Failure("a VM named '" + x.name + "' already exists");
+    std::vector<std::string> limit = checked_limit(a.node_limit);
+    std::string node = a.node;
+    if (!node.empty()) {
+        require_node(node);
+        if (!limit.empty() && std::find(limit.begin(), limit.end(), node) == limit.end())
+            throw Failure("node " + node + " is not in the node limit " + join(limit, ","));
+    } else {
+        auto t = choose_target(limit.empty() ? std::nullopt : std::optional<std::string>(join(limit, ",")),
+                               a.selector.empty() ? std::nullopt : std::optional<std::string>(a.selector), "");
+        if (!t) throw Failure("no node can take VM " + x.name + " (no node in run+ready state within the limit); use --node");
+        node = *t;
+    }
+    check_resources(x, node);
+    std::string method = a.method.empty() ? "none" : a.method;
+    for (const auto& nic : x.interfaces)
+        if (nic.type == "hostdev") method = "shutdown";  // SR-IOV hostdev NICs cannot live-migrate
+
+    const std::string& u = x.uuid;
+    std::vector<zk::KeyValue> kvs = {
+        {path("domain.name", {u}), x.name},
+        {path("domain.xml", {u}), x.xml},
+        {path("domain.state", {u}), "stop"},
+        {path("domain.profile", {u}), a.profile.empty() ? "None" : a.profile},
+        {path("domain.stats", {u}), ""},
+        {path("domain.node", {u}), node},
+        {path("domain.last_node", {u}), ""},
+        {path("domain.failed_reason", {u}), ""},
+        {path("domain.storage.volumes", {u}), join(x.rbd_list(), ",")},
+        {path("domain.console.log", {u}), ""},
+        {path("domain.console.vnc", {u}), ""},
+        {path("domain.meta.autostart", {u}), zk::py_bool(a.autostart)},
+        {path("domain.meta.migrate_method", {u}), method},
+        {path("domain.meta.node_limit", {u}), join(limit, ",")},
+        {path("domain.meta.node_selector", {u}), a.selector.empty() ? "none" : a.selector},
+        {path("domain.meta.tags", {u}), ""},
+        {path("domain.migrate.sync_lock", {u}), ""},
+    };
+    if (!session()->write(kvs)) throw Failure("could not write VM " + x.name + " to the cluster");
+    auto add_tag = [&](const std::string& tag, bool prot) {
+        if (!session()->write({{path("tag.name", {u, tag}), tag},
+                               {path("tag.type", {u, tag}), "user"},
+                               {path("tag.protected", {u, tag}), zk::py_bool(prot)}}))
+            throw Failure("could not write tag " + tag + " of VM " + x.name);
+    };
+    for (const auto& t : a.tags) add_tag(t, false);
+    for (const auto& t : a.protected_tags) add_tag(t, true);
+    std::cout << "Defined VM " << x.name << " (UUID " << u << (x.uuid_generated ? ", generated" : "") << ") on node "
+              << node << "." << std::endl;
+}
+
+void vm_modify() {
+    std::string u = find_vm(a.vm);
+    std::vector<zk::KeyValue> meta;
+    if (!a.node_limit.empty()) meta.push_back({path("domain.meta.node_limit", {u}), join(checked_limit(a.node_limit), ",")});
+    if (!a.selector.empty()) meta.push_back({path("domain.meta.node_selector", {u}), a.selector});
+    if (a.autostart) meta.push_back({path("domain.meta.autostart", {u}), "True"});
+    if (a.no_autostart) meta.push_back({path("domain.meta.autostart", {u}), "False"});
+    if (!a.profile.empty()) meta.push_back({path("domain.profile", {u}), a.profile});
+    if (!a.method.empty()) meta.push_back({path("domain.meta.migrate_method", {u}), a.method});
+    if (a.file.empty() && meta.empty())
+        throw Failure("nothing to modify: give an XML file and/or metadata options (see --help)", exit_usage);
+
+    std::optional<DomainXml> x;
+    std::string name = read(path("domain.name", {u}));
+    if (!a.file.empty()) {
+        x = parse_domain_xml(read_file(a.file), false);
+        if (x->uuid != u) throw Failure("the XML's <uuid> " + x->uuid + " is not the UUID of VM " + name + " (" + u + ")");
+        if (x->name != name) throw Failure("the XML renames VM " + name + " to " + x->name + "; renaming is not supported");
+        check_resources(*x, read(path("domain.node", {u})));
+    }
+    if (a.restart && x && state_of(u) != "start")
+        throw Failure("VM " + name + " is not in state start; cannot restart it (modify without --restart)");
+    if (x) {
+        if (!session()->write({{path("domain.name", {u}), name},
+                               {path("domain.storage.volumes", {u}), join(x->rbd_list(), ",")},
+                               {path("domain.xml", {u}), x->xml}}))
+            throw Failure("could not write the new configuration of VM " + name);
+        std::cout << "Modified the configuration of VM " << name << "." << std::endl;
+    }
+    if (!meta.empty()) {
+        if (!session()->write(meta)) throw Failure("could not write the metadata of VM " + name);
+        std::cout << "Modified the metadata of VM " << name << "." << std::endl;
+    }
+    if (a.restart && x) {
+        change_state(u, "restart");
+        std::cout << "Restarting VM " << name << "." << std::endl;
+    }
+}
+
+void vm_remove() {
+    std::string u = find_vm(a.vm);
+    std::string name = read(path("domain.name", {u}));
+    if (!a.yes) {
+        if (::isatty(STDIN_FILENO) != 1)
+            throw Failure("refusing to remove VM " + name + " without --yes when not interactive", exit_usage);
+        std::cout << "Remove VM " << name << " (" << u << ") from the cluster? [y/N] " << std::flush;
+        std::string answer;
+        std::getline(std::cin, answer);
+        if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("not removed");
+    }
+    std::string rbd = read(path("domain.storage.volumes", {u}));
+    if (state_of(u) != "stop") change_state(u, "stop");
+    pause(1s);
+    change_state(u, "delete");
+    pause(500ms);
+    session()->remove_recursive(path("domain.name", {u}));
+    std::cout << "Removed VM " << name << " from the cluster." << std::endl;
+    if (!rbd.empty()) std::cout << "Its RBD volumes were left in place: " << rbd << std::endl;
+}
+
+// ---- state changes ----
+
+void refuse_if_deleting(const std::string& u, const std::string& state) {
+    if (state == "delete") throw Failure("VM " + read(path("domain.name", {u})) + " is being removed");
+}
+
+void vm_set_state(const std::string& want) {
+    std::string u = find_vm(a.vm);
+    std::string name = read(path("domain.name", {u}));
+    std::string current = state_of(u);
+    refuse_if_deleting(u, current);
+    if ((want == "restart" || want == "shutdown") && current != "start")
+        throw Failure("VM " + name + " is in state " + current + ", not start; cannot " + want + " it");
+
+    if (want == "disable") {
+        if (current == "start") {
+            if (a.force) {
+                change_state(u, "stop");
+                pause(500ms);
+            } else {
+                change_state(u, "shutdown");
+                std::cout << "Shutting down VM " << name << " before disabling it." << std::endl;
+                wait_for("VM " + name + " to stop", [&] { return state_of(u) == "stop"; }, 500ms);
+            }
+        }
+        change_state(u, "disable");
+        std::cout << "Disabled VM " << name << "." << std::endl;
+        return;
+    }
+
+    change_state(u, want);
+    static const std::map<std::string, std::string> verb = {
+        {"start", "Starting"}, {"stop", "Stopping"}, {"shutdown", "Shutting down"}, {"restart", "Restarting"}};
+    std::cout << verb.at(want) << " VM " << name << "." << std::endl;
+    if (!a.wait) return;
+
+    std::string state;
+    if (want == "start") {
+        wait_for("VM " + name + " to run", [&] {
+            state = state_of(u);
+            return state != "start" || runs_on(u, read(path("domain.node", {u})));
+        }, 500ms);
+        if (state != "start")
+            throw Failure("VM " + name + " did not start: state is " + state +
+                          (state == "fail" ? " (" + read(path("domain.failed_reason", {u})) + ")" : ""));
+        std::cout << "VM " << name << " is running on " << read(path("domain.node", {u})) << "." << std::endl;
+    } else if (want == "stop") {
+        wait_for("VM " + name + " to stop", [&] {
+            state = state_of(u);
+            return state != "stop" || !runs_on(u, read(path("domain.node", {u})));
+        }, 500ms);
+        if (state != "stop") throw Failure("VM " + name + " is now in state " + state + " instead of stop");
+        std::cout << "VM " << name << " is stopped." << std::endl;
+    } else {
+        wait_for("VM " + name + " to leave state " + want, [&] {
+            state = state_of(u);
+            return state != want;
+        }, 500ms);
+        std::string expect = want == "restart" ? "start" : "stop";
+        if (state != expect) throw Failure("VM " + name + " is now in state " + state + " instead of " + expect);
+        std::cout << (want == "restart" ? "Restarted" : "Shut down") << " VM " << name << "." << std::endl;
+    }
+}
+
+// migrate / move / unmigrate (hypervisor.md §5).
+void vm_relocate(const std::string& op) {
+    std::string u = find_vm(a.vm);
+    std::string name = read(path("domain.name", {u}));
+    std::string current = state_of(u);
+    refuse_if_deleting(u, current);
+    std::string target_state = current != "start" ? current : (a.live ? "migrate-live" : "migrate");
+    std::string current_node = read(path("domain.node", {u}));
+    std::string last_node = read(path("domain.last_node", {u}));
+    std::string target = a.node;
+    std::string new_last;
+
+    if (op == "unmigrate") {
+        if (last_node.empty()) throw Failure("VM " + name + " has not been migrated; nothing to unmigrate");
+        target = last_node;
+        new_last = "";
+    } else {
+        if (op == "migrate" && !last_node.empty() && !a.force)
+            throw Failure("VM " + name + " has been migrated already (from " + last_node +
+                          "); use --force, unmigrate or move");
+        if (!target.empty()) {
+            require_node(target);
+            std::string limit = read(path("domain.meta.node_limit", {u}));
+            auto allowed = split(limit, ',');
+            if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), target) == allowed.end())
+                throw Failure("node " + target + " is not in the node limit of VM " + name + " (" + limit + ")");
+            if (target == current_node) {
+                if (op == "move" && !last_node.empty()) {
+                    if (!session()->write(path("domain.last_node", {u}), ""))
+                        throw Failure("could not write the last node of VM " + name);
+                    std::cout << "Made the temporary migration of VM " << name << " permanent." << std::endl;
+                    return;
+                }
+                throw Failure("VM " + name + " is already on node " + current_node);
+            }
+        } else {
+            auto t = target::find_target(*session(), u);
+            if (!t) throw Failure("no valid migration target for VM " + name);
+            target = *t;
+        }
+        if (op == "migrate")
+            new_last = (!last_node.empty() && a.force) ? last_node : current_node;
+        else
+            new_last = "";
+    }
+
+    {
+        zk::Lock lock(session(), path("domain.state", {u}), zk::LockKind::exclusive, new_uuid());
+        if (!lock.acquire()) throw Failure("could not take the state lock of VM " + name);
+        if (!session()->write({{path("domain.state", {u}), target_state},
+                               {path("domain.node", {u}), target},
+                               {path("domain.last_node", {u}), new_last}}))
+            throw Failure("could not write the migration of VM " + name);
+        pause(500ms);
+    }
+    static const std::map<std::string, std::string> verb = {
+        {"migrate", "Migrating"}, {"move", "Permanently migrating"}, {"unmigrate", "Unmigrating"}};
+    std::cout << verb.at(op) << " VM " << name << " to node " << target << "." << std::endl;
+    if (!a.wait || (target_state != "migrate" && target_state != "migrate-live")) return;
+    std::string state;
+    wait_for("VM " + name + " to finish migrating", [&] {
+        state = state_of(u);
+        return state != target_state;
+    }, 500ms);
+    std::string now_node = read(path("domain.node", {u}));
+    if (state != "start" || now_node != target)
+        throw Failure("migration of VM " + name + " did not complete: state " + state + " on node " + now_node);
+    std::cout << "Migrated VM " << name << " to node " << target << "." << std::endl;
+}
+
+CLI::App* vm_sub(CLI::App* vm, const std::string& name, const std::string& help, const std::string& footer) {
+    auto* c = vm->add_subcommand(name, help);
+    c->footer("Examples:\n" + footer);
+    return c;
+}
+
+void add_vm_arg(CLI::App* c) { c->add_option("vm", a.vm, "VM name or UUID")->required(); }
+
+const std::vector<std::string> kSelectors = {"mem", "memprov", "load", "vcpus", "vms", "none"};
+const std::vector<std::string> kMethods = {"live", "shutdown", "none"};
+
+}  // namespace
+
+void add_vm_commands(CLI::App& app) {
+    auto* vm = app.add_subcommand("vm", "Define, inspect and manage virtual machines");
+    vm->require_subcommand(1);
+    vm->footer("Examples:\n  pvc vm define web1.xml --node hv1\n  pvc vm start web1 --wait\n  pvc vm list\n"
+               "  pvc vm migrate web1 --live --wait\n  pvc vm log web1 --lines 50");
+
+    auto* list = vm_sub(vm, "list", "List VMs", "  pvc vm list\n  pvc vm list --state start --node hv1\n"
+                                                "  pvc vm list web --format json");
+    list->add_option("filter", a.vm, "Only VMs whose name or UUID contains this text");
+    list->add_option("-s,--state", a.state_filter, "Only VMs in this state");
+    list->add_option("-n,--node", a.node_filter, "Only VMs assigned to this node");
+    list->add_option("-t,--tag", a.tag_filter, "Only VMs with this tag");
+    add_format_option(list);
+    list->callback(vm_list);
+
+    auto* info = vm_sub(vm, "info", "Show one VM in detail", "  pvc vm info web1\n  pvc vm info web1 --format json");
+    add_vm_arg(info);
+    info->add_flag("-x,--xml", a.xml, "Include the libvirt XML");
+    add_format_option(info);
+    info->callback(vm_info);
+
+    auto* define = vm_sub(vm, "define", "Add a VM to the cluster from a libvirt domain XML file (state stop)",
+                          "  pvc vm define web1.xml\n  pvc vm define web1.xml --node hv1 --autostart\n"
+                          "  pvc vm define db1.xml --node-limit hv1,hv2 --node-selector mem --migration-method live");
+    define->add_option("xml", a.file, "libvirt domain XML file (a <uuid> is generated if it has none)")->required();
+    define->add_option("-t,--node,--target", a.node, "Node to assign the VM to (default: chosen by the selector)");
+    define->add_option("-l,--node-limit", a.node_limit, "Comma-separated nodes the VM may run on");
+    define->add_option("-s,--node-selector", a.selector, "Target selector: mem, memprov, load, vcpus, vms, none")
+        ->check(CLI::IsMember(kSelectors));
+    define->add_flag("-a,--autostart", a.autostart, "Start the VM when its node is next readied");
+    define->add_option("-m,--migration-method", a.method, "live, shutdown or none (live, then shutdown)")
+        ->check(CLI::IsMember(kMethods));
+    define->add_option("-g,--tag", a.tags, "Add a tag (repeatable)");
+    define->add_option("-G,--protected-tag", a.protected_tags, "Add a protected tag (repeatable)");
+    define->callback(vm_define);
+
+    auto* modify = vm_sub(vm, "modify", "Replace a VM's XML and/or change its metadata",
+                          "  pvc vm modify web1 web1-new.xml --restart\n  pvc vm modify web1 --node-limit hv1,hv2\n"
+                          "  pvc vm modify web1 --no-autostart --migration-method shutdown");
+    add_vm_arg(modify);
+    modify->add_option("xml", a.file, "New libvirt domain XML (same name and UUID)");
+    modify->add_flag("-r,--restart", a.restart, "Restart the VM to apply the new XML");
+    modify->add_option("-l,--node-limit", a.node_limit, "Comma-separated nodes the VM may run on");
+    modify->add_option("-s,--node-selector", a.selector, "mem, memprov, load, vcpus, vms, none")
+        ->check(CLI::IsMember(kSelectors));
+    auto* as = modify->add_flag("-a,--autostart", a.autostart, "Set autostart");
+    modify->add_flag("-A,--no-autostart", a.no_autostart, "Clear autostart")->excludes(as);
+    modify->add_option("-m,--migration-method", a.method, "live, shutdown or none")->check(CLI::IsMember(kMethods));
+    modify->add_option("-p,--profile", a.profile, "Provisioner profile name");
+    modify->callback(vm_modify);
+
+    for (auto [name, help] : std::vector<std::pair<std::string, std::string>>{
+             {"start", "Start a VM on its node"},
+             {"stop", "Stop a VM at once (power off)"},
+             {"shutdown", "Shut a running VM down gracefully (ACPI)"},
+             {"restart", "Restart a running VM gracefully"}}) {
+        auto* c = vm_sub(vm, name, help, "  pvc vm " + name + " web1\n  pvc vm " + name + " web1 --wait");
+        add_vm_arg(c);
+        c->add_flag("-w,--wait", a.wait, "Wait until the node has carried it out");
+        c->callback([name = name] { vm_set_state(name); });
+    }
+
+    auto* disable = vm_sub(vm, "disable", "Shut a VM down (or stop it with --force) and mark it disabled",
+                           "  pvc vm disable web1\n  pvc vm disable web1 --force");
+    add_vm_arg(disable);
+    disable->add_flag("-f,--force", a.force, "Stop instead of shutting down");
+    disable->callback([] { vm_set_state("disable"); });
+
+    auto* migrate = vm_sub(vm, "migrate", "Migrate a VM temporarily to another node (remembering its home)",
+                           "  pvc vm migrate web1\n  pvc vm migrate web1 --node hv2 --live --wait\n"
+                           "  pvc vm migrate web1 --node hv3 --force");
+    add_vm_arg(migrate);
+    migrate->add_option("-t,--node,--target", a.node, "Target node (default: chosen by the selector)");
+    migrate->add_flag("-f,--force", a.force, "Migrate even if already migrated (keeps the original home)");
+    migrate->add_flag("--live,--force-live", a.live, "Live migration only, never shut down");
+    migrate->add_flag("-w,--wait", a.wait, "Wait until the migration has finished");
+    migrate->callback([] { vm_relocate("migrate"); });
+
+    auto* move = vm_sub(vm, "move", "Move a VM permanently to another node",
+                        "  pvc vm move web1 --node hv2\n  pvc vm move web1 --node <current node>   (make a migration permanent)");
+    add_vm_arg(move);
+    move->add_option("-t,--node,--target", a.node, "Target node (default: chosen by the selector)");
+    move->add_flag("--live,--force-live", a.live, "Live migration only, never shut down");
+    move->add_flag("-w,--wait", a.wait, "Wait until the migration has finished");
+    move->callback([] { vm_relocate("move"); });
+
+    auto* unmigrate = vm_sub(vm, "unmigrate", "Return a migrated VM to its home node",
+                             "  pvc vm unmigrate web1 --wait");
+    add_vm_arg(unmigrate);
+    unmigrate->add_flag("--live,--force-live", a.live, "Live migration only, never shut down");
+    unmigrate->add_flag("-w,--wait", a.wait, "Wait until the migration has finished");
+    unmigrate->callback([] { vm_relocate("unmigrate"); });
+
+    auto* remove = vm_sub(vm, "remove", "Stop a VM and delete it from the cluster",
+                          "  pvc vm remove web1 --yes");
+    remove->alias("undefine");
+    add_vm_arg(remove);
+    remove->add_flag("-y,--yes", a.yes, "Do not ask for confirmation");
+    remove->callback(vm_remove);
+
+    auto* log = vm_sub(vm, "log", "Show a VM's serial console log", "  pvc vm log web1\n  pvc vm log web1 --lines 20 --follow");
+    add_vm_arg(log);
+    log->add_option("-l,--lines", a.lines, "Number of lines to show (default 100)")->check(CLI::PositiveNumber);
+    log->add_flag("-f,--follow", a.follow, "Keep printing new lines until interrupted");
+    log->callback([] { show_log(path("domain.console.log", {find_vm(a.vm)}), a.lines, a.follow); });
+}
+
+}  // namespace pvc::cli

@@ -1,0 +1,37 @@
+// The command tree of `pvc`: each add_* registers one top-level command
+// (with its subcommands, help and examples) on the application.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace pvc::cli {
+
+void add_cluster_commands(CLI::App& app);
+void add_node_commands(CLI::App& app);
+void add_vm_commands(CLI::App& app);
+void add_completion_command(CLI::App& app);
+
+// Seconds after which --wait gives up (0 = never).
+double& wait_timeout();
+
+// Adds `--format table|json` to a read command.
+void add_format_option(CLI::App* cmd);
+
+// Polls `done` every `poll` until it returns true. Gives up with a Failure
+// after --timeout seconds when one is set. `progress` (optional) is called
+// each poll, to print what changed.
+void wait_for(const std::string& what, const std::function<bool()>& done, std::chrono::milliseconds poll,
+              const std::function<void()>& progress = {});
+
+// Prints the last `lines` lines of the log text at `key`; `follow` keeps
+// printing new lines until interrupted.
+void show_log(const std::string& key, long lines, bool follow);
+
+// The bash completion script for `app`.
+std::string bash_completion(const CLI::App& app);
+
+}  // namespace pvc::cli

@@ -1,0 +1,159 @@
+#include "common.hpp"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include <yaml-cpp/yaml.h>
+
+namespace pvc::cli {
+namespace {
+
+std::shared_ptr<zk::Session>& session_slot() {
+    static std::shared_ptr<zk::Session> s;
+    return s;
+}
+
+// Coordinators of a pvcnoded.yaml (pvc.cluster.coordinators), as written.
+std::vector<std::string> coordinators_of(const std::string& file) {
+    if (!std::filesystem::exists(file)) throw Failure("configuration file '" + file + "' does not exist", exit_usage);
+    YAML::Node root;
+    try {
+        root = YAML::LoadFile(file);
+    } catch (const YAML::Exception& e) {
+        throw Failure("cannot read configuration file '" + file + "': " + e.what(), exit_usage);
+    }
+    YAML::Node list = root["pvc"]["cluster"]["coordinators"];
+    if (!list || !list.IsSequence() || list.size() == 0)
+        throw Failure("configuration file '" + file + "' has no pvc.cluster.coordinators list", exit_usage);
+    std::vector<std::string> out;
+    for (const auto& item : list) out.push_back(item.as<std::string>());
+    return out;
+}
+
+}  // namespace
+
+GlobalOptions& globals() {
+    static GlobalOptions g;
+    return g;
+}
+
+std::string resolve_hosts(const GlobalOptions& g) {
+    if (!g.zookeeper.empty()) return zk::connect_string(split(g.zookeeper, ','));
+    if (!g.config_file.empty()) return zk::connect_string(coordinators_of(g.config_file));
+    if (const char* env = std::getenv("PVC_ZOOKEEPER"); env && *env) return zk::connect_string(split(env, ','));
+    const char* default_config = "/etc/pvc/pvcnoded.yaml";
+    if (std::filesystem::exists(default_config)) return zk::connect_string(coordinators_of(default_config));
+    throw Failure("no cluster given: use --zookeeper HOST[:PORT],..., set PVC_ZOOKEEPER, or --config pvcnoded.yaml",
+                  exit_usage);
+}
+
+std::shared_ptr<zk::Session> session() {
+    auto& s = session_slot();
+    if (s) return s;
+    const auto& g = globals();
+    zk::SessionOptions opts;
+    opts.hosts = resolve_hosts(g);
+    auto timeout = std::chrono::milliseconds(static_cast<long>(g.connect_timeout * 1000));
+    opts.connect_timeout = timeout;
+    opts.op_timeout = timeout;
+    try {
+        s = zk::Session::connect(opts);
+    } catch (const zk::Error& e) {
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%g", g.connect_timeout);
+        throw Failure("cannot reach the cluster's ZooKeeper at " + opts.hosts + " within " + secs + " s");
+    }
+    return s;
+}
+
+void close_session() {
+    auto& s = session_slot();
+    if (s) s->close();
+    s.reset();
+}
+
+bool use_color() {
+    if (globals().no_color) return false;
+    if (const char* nc = std::getenv("NO_COLOR"); nc && *nc) return false;
+    return ::isatty(STDOUT_FILENO) == 1;
+}
+
+bool json_output() { return globals().format == "json"; }
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+std::optional<std::string> read_opt(const std::string& path) { return session()->get(path); }
+
+std::string read(const std::string& path) { return read_opt(path).value_or(""); }
+
+std::vector<std::string> children(const std::string& path) {
+    auto c = session()->children(path);
+    return c ? *c : std::vector<std::string>{};
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s) {
+        if (c == sep) {
+            if (!cur.empty()) out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i) out += sep;
+        out += v[i];
+    }
+    return out;
+}
+
+std::optional<long> to_long(const std::string& s) {
+    long v = 0;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+std::optional<double> to_double(const std::string& s) {
+    if (s.empty()) return std::nullopt;
+    try {
+        size_t used = 0;
+        double v = std::stod(s, &used);
+        if (used != s.size()) return std::nullopt;
+        return v;
+    } catch (...) {
+        return std::nullopt;
+    }
+}
+
+void pause(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
+
+std::string new_uuid() {
+    std::random_device rd;
+    std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+    uint64_t hi = gen(), lo = gen();
+    hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
+    lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
+    char buf[37];
+    std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                  static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+                  static_cast<unsigned>(lo >> 48), static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+    return buf;
+}
+
+}  // namespace pvc::cli
