@@ -39,6 +39,7 @@ public:
     std::shared_ptr<Domain> domain(const std::string& uuid) const;
     std::vector<std::string> running() const { return running_.snapshot(); }
     bool flush_active() const { return worker_active_; }
+    Connection& libvirt() { return *lv_; }
 
 private:
     struct Job {

@@ -1,0 +1,142 @@
+// Test harness: real ZooKeeper, libvirt's test driver, and Hypervisor
+// instances built on a NodeContext made by hand (one per node name).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+
+#include "hypervisor.hpp"
+#include "pvc/config.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/test/node_config.hpp"
+#include "pvc/test/zk_server.hpp"
+
+namespace pvc::hv::test {
+
+using namespace std::chrono_literals;
+using pvc::test::eventually;
+
+// A node: its config, executor (io_context on a thread), events and Hypervisor.
+struct TestNode {
+    TestNode(const std::string& name, const std::string& zk_hosts, const std::filesystem::path& dir,
+             const std::string& libvirt_uri, int max_parallel = 1)
+        : config(make_config(name, zk_hosts, dir, libvirt_uri, max_parallel)), executor(4),
+          guard(boost::asio::make_work_guard(executor.io())),
+          io_thread([this] { executor.io().run(); }) {
+        session = zk::Session::connect({.hosts = zk_hosts});
+        ctx = std::make_unique<NodeContext>(NodeContext{config, Logger(make_log_sink(nullptr), "hypervisor-" + name),
+                                                        session, executor, events});
+    }
+    ~TestNode() {
+        stop();
+        guard.reset();
+        executor.io().stop();
+        io_thread.join();
+        executor.stop_pool();
+        session->close();
+    }
+    void start() {
+        hv = std::make_unique<Hypervisor>(*ctx);
+        hv->start();
+    }
+    void stop() {
+        if (hv) hv->stop();
+        hv.reset();
+    }
+    static Config make_config(const std::string& name, const std::string& zk_hosts, const std::filesystem::path& dir,
+                              const std::string& uri, int max_parallel) {
+        pvc::test::NodeConfigOptions o;
+        o.node = name;
+        o.coordinators = "[" + zk_hosts + "]";
+        o.base_dir = dir / name;
+        o.enable_hypervisor = true;
+        o.stdout_logging = false;
+        o.zookeeper_logging = false;
+        o.extra_system_yaml = "    hypervisor:\n      libvirt_uri: \"" + uri +
+                              "\"\n      migration_uri: \"test:///nonexistent/{node}.{cluster_domain}\"\n"
+                              "      max_parallel_migrations: " + std::to_string(max_parallel) + "\n";
+        std::filesystem::create_directories(o.base_dir / "console");
+        return parse_config(pvc::test::node_config_yaml(o), "test.yaml", HostIdentity::from_hostname(name));
+    }
+
+    Config config;
+    Executor executor;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard;
+    std::thread io_thread;
+    CoreEvents events;
+    std::shared_ptr<zk::Session> session;
+    std::unique_ptr<NodeContext> ctx;
+    std::unique_ptr<Hypervisor> hv;
+};
+
+inline std::string vm_xml(const std::string& name, const std::string& uuid, int mem_mib = 64, bool vnc = false) {
+    return "<domain type='kvm'><name>" + name + "</name><uuid>" + uuid + "</uuid><memory unit='MiB'>" +
+           std::to_string(mem_mib) +
+           "</memory><vcpu>2</vcpu><os><type arch='x86_64'>hvm</type></os><on_poweroff>destroy</on_poweroff>"
+           "<devices>" + (vnc ? "<graphics type='vnc' port='5901' autoport='no' listen='127.0.0.1'/>" : "") +
+           "</devices></domain>";
+}
+
+inline std::string uuid_n(int n) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%08x-aaaa-4bbb-8ccc-%012d", ::getpid(), n);
+    return buf;
+}
+
+class HvTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        admin = zk::Session::connect({.hosts = server.hosts()});
+        admin->ensure_path(schema::path("base.domain"));
+        admin->ensure_path(schema::path("base.node"));
+        admin->write({{schema::path("base.config"), ""}});
+        admin->write({{schema::path("base.config.migration_target_selector"), "mem"}});
+        // A private test-driver node definition (state private to each connection).
+        node_xml = dir.path() / "node.xml";
+        std::ofstream(node_xml) << "<node><cpu><mhz>2000</mhz><model>x86_64</model><nodes>1</nodes><sockets>1</sockets>"
+                                   "<cores>4</cores><threads>1</threads><active>4</active></cpu>"
+                                   "<memory>16777216</memory></node>";
+    }
+    std::string private_uri() const { return "test://" + node_xml.string(); }
+
+    void register_node(const std::string& name, const std::string& domainstate = "ready", long memfree = 8000) {
+        auto k = [&](std::string_view key) { return schema::path(key, {name}); };
+        admin->write({{k("node.name"), ""}});
+        admin->write({{k("node.state.daemon"), "run"}, {k("node.state.domain"), domainstate},
+                      {k("node.memory.free"), std::to_string(memfree)}, {k("node.memory.used"), "0"},
+                      {k("node.memory.provisioned"), "0"}, {k("node.vcpu.allocated"), "0"},
+                      {k("node.count.provisioned_domains"), "0"}, {k("node.cpu.load"), "0.0"},
+                      {k("node.running_domains"), ""}});
+    }
+    // The client's define: every key in one transaction.
+    void define(const std::string& uuid, const std::string& name, const std::string& node, const std::string& state,
+                const std::string& method = "none", const std::string& xml = "") {
+        auto k = [&](std::string_view key) { return schema::path(key, {uuid}); };
+        ASSERT_TRUE(admin->write({{k("domain.name"), name}, {k("domain.xml"), xml.empty() ? vm_xml(name, uuid) : xml},
+                                  {k("domain.state"), state}, {k("domain.profile"), "None"}, {k("domain.stats"), ""},
+                                  {k("domain.node"), node}, {k("domain.last_node"), ""}, {k("domain.failed_reason"), ""},
+                                  {k("domain.storage.volumes"), ""}, {k("domain.console.log"), ""},
+                                  {k("domain.console.vnc"), ""}, {k("domain.meta.autostart"), "False"},
+                                  {k("domain.meta.migrate_method"), method}, {k("domain.meta.node_selector"), "none"},
+                                  {k("domain.meta.node_limit"), ""}, {k("domain.meta.tags"), ""},
+                                  {k("domain.migrate.sync_lock"), ""}}));
+    }
+    std::string get(std::string_view key, const std::string& id) { return admin->get(schema::path(key, {id})).value_or("<absent>"); }
+    void set(std::string_view key, const std::string& id, const std::string& v) {
+        ASSERT_TRUE(admin->write({{schema::path(key, {id}), v}}));
+    }
+    bool state_is(const std::string& uuid, const std::string& s, std::chrono::milliseconds t = 15s) {
+        return eventually([&] { return get("domain.state", uuid) == s; }, t);
+    }
+
+    pvc::test::ZkServer server;
+    pvc::test::TempDir dir{"hvtest"};
+    std::filesystem::path node_xml;
+    std::shared_ptr<zk::Session> admin;
+};
+
+}  // namespace pvc::hv::test
