@@ -34,6 +34,8 @@ function(pvc_add_test NAME)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LABELS;LIBRARIES" ${ARGN})
   add_executable(${NAME} ${ARG_SOURCES})
   target_link_libraries(${NAME} PRIVATE pvc::core pvc::testsupport GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
+  # Tests may reach the core internals (daemon/, health/, zk/) as well as the SDK.
+  target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()

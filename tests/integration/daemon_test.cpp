@@ -1,0 +1,259 @@
+// pvcnoded against a real ZooKeeper: start -> run -> SIGTERM -> stop, the
+// node's full key set, one daemon per node name, and the refusals.
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include <boost/process.hpp>
+#include <gtest/gtest.h>
+
+#include "pvc/cluster.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/test/node_config.hpp"
+#include "pvc/test/zk_server.hpp"
+#include "pvc/zk.hpp"
+
+namespace bp = boost::process;
+using namespace std::chrono_literals;
+using pvc::schema::path;
+
+namespace {
+
+std::string build_dir() { return PVC_TEST_BUILD_DIR; }
+std::string pvcnoded() { return build_dir() + "/bin/pvcnoded"; }
+
+std::string hosts_file(const std::filesystem::path& dir) {
+    auto p = dir / "hosts";
+    std::ofstream(p) << "127.0.0.1 localhost hv1 hv2 hv3 hv4 hv5 hv6 hv7 hv8 hv9\n";
+    return p.string();
+}
+
+
+// pvcnoded in its own UTS and mount namespaces: its hostname (= node name) is
+// `node`, and a private /etc/hosts resolves every test node name to loopback,
+// where the test's ZooKeeper listens (coordinators are written "hvN:port").
+class DaemonProcess {
+public:
+    DaemonProcess(const std::string& node, const std::filesystem::path& config, const std::filesystem::path& log)
+        : child_(bp::search_path("unshare"), "-u", "-m", "--propagation", "private", "--", "sh", "-c",
+                 "mount --bind \"$3\" /etc/hosts && hostname \"$0\" && exec \"$1\" --config \"$2\"", node,
+                 pvcnoded(), config.string(), hosts_file(config.parent_path()),
+                 bp::std_out > log.string(), bp::std_err > log.string() + ".err", bp::std_in < bp::null) {}
+    ~DaemonProcess() {
+        if (child_.running()) {
+            ::kill(child_.id(), SIGKILL);
+            child_.wait();
+        }
+    }
+    void signal(int sig) { ::kill(child_.id(), sig); }
+    // Exit status, or -1 if still running after `timeout`.
+    int wait(std::chrono::milliseconds timeout) {
+        if (!child_.wait_for(timeout)) return -1;
+        return child_.exit_code();
+    }
+    bool running() { return child_.running(); }
+
+private:
+    bp::child child_;
+};
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+class DaemonTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        zk = pvc::zk::Session::connect({server.hosts()});
+        pvc::init_cluster(*zk);
+    }
+    pvc::test::NodeConfigOptions options(const std::string& node) {
+        pvc::test::NodeConfigOptions o;
+        o.node = node;
+        o.coordinators = "[" + node + ":" + std::to_string(server.port()) + "]";
+        o.base_dir = dir.path() / node;
+        o.module_dir = build_dir() + "/test-modules/none";
+        return o;
+    }
+    std::string state(const std::string& node) { return zk->get(path("node.state.daemon", {node})).value_or("<absent>"); }
+
+    pvc::test::ZkServer server;
+    pvc::test::TempDir dir{"daemon"};
+    std::shared_ptr<pvc::zk::Session> zk;
+};
+
+TEST_F(DaemonTest, StartsRunsAndStopsCleanlyOnSigterm) {
+    auto o = options("hv1");
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv1", cfg, o.base_dir / "out.log");
+
+    ASSERT_TRUE(pvc::test::eventually([&] { return state("hv1") == "run"; }, 15s))
+        << "daemon never reached run; state " << state("hv1") << "\n" << slurp(o.base_dir / "out.log.err")
+        << slurp(o.base_dir / "out.log");
+    // The keepalive advances (interval 1 s).
+    long k1 = std::stol(zk->get(path("node.keepalive", {"hv1"})).value());
+    ASSERT_TRUE(pvc::test::eventually(
+        [&] { return std::stol(zk->get(path("node.keepalive", {"hv1"})).value()) >= k1 + 2; }, 10s));
+
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait(20s), 0);
+    EXPECT_EQ(state("hv1"), "stop");
+    EXPECT_EQ(zk->get(path("node.monitoring.health", {"hv1"})).value_or(""), "None");
+    auto log = slurp(o.base_dir / "log" / "pvc.log");
+    EXPECT_NE(log.find("Node is in daemon state run"), std::string::npos) << log;
+    EXPECT_NE(log.find("keepalive @"), std::string::npos);
+    EXPECT_EQ(log.find("s3cr3tpass"), std::string::npos) << "a password reached the log";
+    // ZooKeeper copy of the log.
+    auto zlog = zk->get(path("logs.messages", {"hv1"})).value_or("");
+    EXPECT_NE(zlog.find("Node is in daemon state run"), std::string::npos);
+}
+
+TEST_F(DaemonTest, RegistersTheFullKeySetWithSpecEncodings) {
+    auto o = options("hv2");
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv2", cfg, o.base_dir / "out.log");
+    ASSERT_TRUE(pvc::test::eventually([&] { return state("hv2") == "run"; }, 15s));
+    // A lone coordinator claims the primary role and takes it over (0.5 s delay).
+    ASSERT_TRUE(pvc::test::eventually(
+        [&] { return zk->get(path("node.state.router", {"hv2"})).value_or("") == "primary"; }, 10s));
+
+    // Every per-node key of the schema exists (read by an independent client, kazoo).
+    std::string script = R"(
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+n = '/nodes/' + sys.argv[2]
+for k in sorted(zk.get_children(n)):
+    print(k + '=' + zk.get(n + '/' + k)[0].decode())
+print('ROOT=' + zk.get(n)[0].decode())
+zk.stop()
+)";
+    auto r = pvc::test::run_python(script, {server.hosts(), "hv2"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::map<std::string, std::string> kv;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+        auto eq = line.find('=');
+        if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    for (const auto& key : pvc::schema::keys_of(pvc::schema::Class::node)) {
+        std::string p = path(key.name, {"hv2"});
+        if (key.name == "node.name") continue;
+        std::string leaf = p.substr(std::string("/nodes/hv2/").size());
+        if (leaf.find('/') != std::string::npos) continue;  // sriov/pf etc. checked by parent
+        EXPECT_TRUE(kv.count(leaf)) << "missing key " << p;
+    }
+    EXPECT_EQ(kv["ROOT"], "coordinator");
+    EXPECT_EQ(kv["daemonmode"], "coordinator");
+    EXPECT_EQ(kv["routerstate"], "primary");  // a lone coordinator claims and takes primary
+    EXPECT_EQ(kv["domainstate"], "flushed");
+    EXPECT_EQ(kv["activeschema"], "10");
+    EXPECT_EQ(kv["latestschema"], "10");
+    EXPECT_EQ(kv["pvcversion"], PVC_PROJECT_VERSION);
+    EXPECT_EQ(kv["ipmiusername"], "admin");
+    // staticdata: CPU count, kernel release, OS, machine.
+    std::istringstream sd(kv["staticdata"]);
+    std::vector<std::string> fields{std::istream_iterator<std::string>(sd), {}};
+    ASSERT_EQ(fields.size(), 4u) << kv["staticdata"];
+    EXPECT_GT(std::stoi(fields[0]), 0);
+    EXPECT_EQ(fields[2], "GNU/Linux");
+    // Integers and a Python float.
+    EXPECT_GT(std::stol(kv["memtotal"]), 0);
+    EXPECT_GT(std::stol(kv["keepalive"]), 1700000000L);
+    EXPECT_NE(kv["cpuload"].find('.'), std::string::npos) << kv["cpuload"];
+    EXPECT_EQ(kv["runningdomains"], "");
+    EXPECT_EQ(zk->get(path("base.config.primary_node")).value_or(""), "hv2");
+
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait(20s), 0);
+}
+
+TEST_F(DaemonTest, RefusesASecondDaemonForTheSameNode) {
+    auto o = options("hv3");
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess first("hv3", cfg, o.base_dir / "first.log");
+    ASSERT_TRUE(pvc::test::eventually([&] { return state("hv3") == "run"; }, 15s));
+
+    DaemonProcess second("hv3", cfg, o.base_dir / "second.log");
+    int status = second.wait(30s);
+    EXPECT_EQ(status, 1);
+    auto err = slurp(o.base_dir / "second.log");
+    EXPECT_NE(err.find("already running"), std::string::npos) << err;
+    // The first one is untouched and still running.
+    EXPECT_TRUE(first.running());
+    EXPECT_EQ(state("hv3"), "run");
+    first.signal(SIGTERM);
+    EXPECT_EQ(first.wait(20s), 0);
+}
+
+TEST_F(DaemonTest, RestartsAfterACrashOnceTheOldSessionIsGone) {
+    auto o = options("hv4");
+    auto cfg = pvc::test::write_node_config(o);
+    {
+        DaemonProcess crashed("hv4", cfg, o.base_dir / "crashed.log");
+        ASSERT_TRUE(pvc::test::eventually([&] { return state("hv4") == "run"; }, 15s));
+        crashed.signal(SIGKILL);
+        crashed.wait(5s);
+    }
+    long dead_ka = std::stol(zk->get(path("node.keepalive", {"hv4"})).value());
+    DaemonProcess again("hv4", cfg, o.base_dir / "again.log");
+    // It waits for the dead session's node lock to expire, then starts and keepalives.
+    ASSERT_TRUE(pvc::test::eventually(
+        [&] {
+            return state("hv4") == "run" && std::stol(zk->get(path("node.keepalive", {"hv4"})).value()) > dead_ka + 1;
+        },
+        30s))
+        << slurp(o.base_dir / "again.log");
+    again.signal(SIGTERM);
+    EXPECT_EQ(again.wait(20s), 0);
+}
+
+TEST_F(DaemonTest, RefusesAClusterAtAnotherSchemaVersion) {
+    zk->write(path("base.schema.version"), "11");
+    auto o = options("hv5");
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv5", cfg, o.base_dir / "out.log");
+    EXPECT_EQ(d.wait(20s), 1);
+    auto out = slurp(o.base_dir / "out.log");
+    EXPECT_NE(out.find("supports exactly version 10"), std::string::npos) << out;
+    EXPECT_FALSE(zk->exists(path("node.name", {"hv5"}))) << "registered despite the schema mismatch";
+}
+
+TEST_F(DaemonTest, RefusesAnUninitialisedCluster) {
+    zk->remove_recursive(path("base.schema"));
+    auto o = options("hv6");
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv6", cfg, o.base_dir / "out.log");
+    EXPECT_EQ(d.wait(20s), 1);
+    EXPECT_NE(slurp(o.base_dir / "out.log").find("cluster not initialised"), std::string::npos);
+}
+
+TEST_F(DaemonTest, MissingEnabledModuleStopsTheDaemonBeforeAnythingIsWritten) {
+    auto o = options("hv7");
+    o.enable_hypervisor = true;  // module dir "none" has no hypervisor module
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv7", cfg, o.base_dir / "out.log");
+    EXPECT_EQ(d.wait(20s), 1);
+    auto out = slurp(o.base_dir / "out.log");
+    EXPECT_NE(out.find("enable_hypervisor"), std::string::npos) << out;
+    EXPECT_FALSE(zk->exists(path("node.name", {"hv7"})));
+}
+
+TEST(DaemonConfig, MissingNodeExits78NamingTheKey) {
+    pvc::test::TempDir dir("cfg");
+    auto file = dir.path() / "bad.yaml";
+    std::ofstream(file) << "pvc:\n  functions: {}\n";
+    auto r = pvc::test::run_command({pvcnoded(), "--check-config", file.string()});
+    EXPECT_EQ(r.status, 78);
+    EXPECT_NE((r.out + r.err).find("pvc.node"), std::string::npos) << r.out << r.err;
+}
+
+TEST(DaemonConfig, ShippedSampleIsValid) {
+    auto r = pvc::test::run_command({pvcnoded(), "--check-config", std::string(PVC_TEST_SOURCE_DIR) + "/etc/pvcnoded.sample.yaml"});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+}  // namespace
