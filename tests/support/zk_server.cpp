@@ -292,6 +292,12 @@ void ZkEnsemble::kill(int i) { impl_->members.at(static_cast<size_t>(i)).java->k
 
 void ZkEnsemble::start(int i) { impl_->members.at(static_cast<size_t>(i)).java->spawn(); }
 
+int ZkEnsemble::leader() const {
+    for (size_t i = 0; i < impl_->members.size(); ++i)
+        if (impl_->members[i].java->alive() && mode_of(impl_->members[i].client) == "leader") return static_cast<int>(i);
+    return -1;
+}
+
 void ZkEnsemble::wait_quorum(std::chrono::milliseconds timeout) {
     auto end = Clock::now() + timeout;
     while (Clock::now() < end) {

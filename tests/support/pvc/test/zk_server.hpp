@@ -45,6 +45,8 @@ public:
     std::string host(int i) const;    // one member
     void kill(int i);                 // SIGKILL member i
     void start(int i);                // restart member i
+    // Index of the current leader, -1 if none answers.
+    int leader() const;
     // Waits until a quorum serves requests.
     void wait_quorum(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 private:

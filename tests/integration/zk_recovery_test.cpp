@@ -1,0 +1,214 @@
+// zk::Session surviving failures: disconnection, session expiry, ensemble failover.
+#include <pvc/test/zk_server.hpp>
+#include <pvc/zk.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+using namespace pvc;
+using namespace std::chrono_literals;
+using test::eventually;
+
+namespace {
+
+// Records session events and the values a data watch sees.
+struct Recorder {
+    std::mutex m;
+    std::vector<zk::SessionEvent> events;
+    std::vector<std::optional<std::string>> values;
+    bool has(zk::SessionEvent e) {
+        std::lock_guard l(m);
+        return std::find(events.begin(), events.end(), e) != events.end();
+    }
+    std::optional<std::string> last() {
+        std::lock_guard l(m);
+        return values.empty() ? std::nullopt : values.back();
+    }
+    size_t count() {
+        std::lock_guard l(m);
+        return values.size();
+    }
+};
+
+std::string hex(const std::string& bytes) {
+    static const char* d = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) {
+        out += d[c >> 4];
+        out += d[c & 15];
+    }
+    return out;
+}
+
+// Connects with an existing session's id and password, then sends closeSession.
+const char* kCloseSession = R"PY(
+import socket, struct, sys, time
+port, sid, passwd = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+class Closed(Exception): pass
+def attempt():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    def send(payload): s.sendall(struct.pack(">i", len(payload)) + payload)
+    def exact(n):
+        b = b""
+        while len(b) < n:
+            c = s.recv(n - len(b))
+            if not c: raise Closed()
+            b += c
+        return b
+    def recv(): return exact(struct.unpack(">i", exact(4))[0])
+    send(struct.pack(">iqiqi", 0, 0, 2000, sid, len(passwd)) + passwd + b"\x00")
+    _, timeout, got = struct.unpack(">iiq", recv()[:16])
+    if timeout <= 0: return  # the session is gone: done
+    if got != sid: raise SystemExit("session not taken over: %r" % got)
+    send(struct.pack(">ii", 1, -11))  # xid 1, closeSession
+    recv()  # the reply confirms the close
+# Our own client reconnects at once and may win the session back before the
+# close is processed: try again until the server confirms or reports it expired.
+for i in range(50):
+    try:
+        attempt()
+        sys.exit(0)
+    except (Closed, ConnectionError):
+        time.sleep(0.05)
+sys.exit("could not take the session over")
+)PY";
+
+}  // namespace
+
+TEST(ZkRecovery, BlockingCallsTimeOutWhileDisconnectedAndSessionResumes) {
+    test::ZkServer server;
+    auto s = zk::Session::connect({server.hosts(), 6s, 15s, 1s});
+    Recorder rec;
+    auto sub = s->on_session_event([&](zk::SessionEvent e) {
+        std::lock_guard l(rec.m);
+        rec.events.push_back(e);
+    });
+    const std::string key = "/" + test::unique_name("disc");
+    ASSERT_TRUE(s->create_ephemeral(key, "alive"));
+    auto id = s->session_id();
+    server.stop();
+    ASSERT_TRUE(eventually([&] { return rec.has(zk::SessionEvent::suspended); }, 10s));
+    EXPECT_FALSE(s->connected());
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+        s->get(key);
+        ADD_FAILURE() << "read succeeded with the server down";
+    } catch (const zk::Error& e) {
+        EXPECT_EQ(e.status, zk::Status::timeout) << e.what();
+    }
+    EXPECT_FALSE(s->write(key + "x", "1"));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
+    server.start();
+    ASSERT_TRUE(eventually([&] { return rec.has(zk::SessionEvent::reconnected) ||
+                                        rec.has(zk::SessionEvent::expired_recovered); }, 20s));
+    EXPECT_TRUE(eventually([&] { return s->connected(); }));
+    EXPECT_EQ(s->get(key), "alive");
+    if (rec.has(zk::SessionEvent::reconnected)) {
+        EXPECT_EQ(s->session_id(), id);
+    }
+}
+
+TEST(ZkRecovery, ExpiredSessionIsReplacedWithEphemeralsAndWatchesRestored) {
+    test::ZkServer server;
+    auto s = zk::Session::connect({server.hosts(), 2s, 15s, 5s});
+    auto other = zk::Session::connect({server.hosts(), 10s, 15s, 5s});
+    const std::string root = "/" + test::unique_name("exp");
+    s->ensure_path(root);
+    ASSERT_TRUE(s->create_ephemeral(root + "/eph", "mine"));
+    ASSERT_TRUE(s->write(root + "/w", "before"));
+
+    Recorder rec;
+    auto sub = s->on_session_event([&](zk::SessionEvent e) {
+        std::lock_guard l(rec.m);
+        rec.events.push_back(e);
+    });
+    auto w = s->watch_data(root + "/w", [&](const std::optional<std::string>& d, const zk::Stat&) {
+        std::lock_guard l(rec.m);
+        rec.values.push_back(d);
+    });
+    std::vector<std::string> kids_seen;
+    std::mutex km;
+    auto cw = s->watch_children(root, [&](const auto& k) {
+        std::lock_guard l(km);
+        kids_seen = k.value_or(std::vector<std::string>{});
+    });
+    ASSERT_EQ(rec.count(), 1u);
+    const int64_t old_id = s->session_id();
+
+    // Expire it the classic way: a second client takes over the session (same id and
+    // password) and closes it. Done on the wire in one connection, because a full client
+    // (kazoo) and ours keep stealing the session back from each other.
+    auto r = test::run_python(kCloseSession, {std::to_string(server.port()), std::to_string(old_id),
+                                              hex(s->session_password())});
+    ASSERT_EQ(r.status, 0) << r.err;
+
+    ASSERT_TRUE(eventually([&] { return rec.has(zk::SessionEvent::expired_recovered); }, 20s)) << [&] {
+        std::lock_guard l(rec.m);
+        std::string ev;
+        for (auto e : rec.events) ev += std::string(zk::to_string(e)) + " ";
+        return "events: " + ev + " session " + std::to_string(s->session_id()) + " was " + std::to_string(old_id) +
+               " connected " + std::to_string(s->connected()) + " script: " + r.err;
+    }();
+    EXPECT_NE(s->session_id(), old_id);
+    EXPECT_TRUE(s->connected());
+    // Ephemeral re-created, owned by the new session.
+    zk::Stat st;
+    EXPECT_EQ(other->get(root + "/eph", &st), "mine");
+    EXPECT_EQ(st.ephemeral_owner, s->session_id());
+    // Each watch fired once with the current value on recovery ...
+    EXPECT_GE(rec.count(), 2u);
+    EXPECT_EQ(rec.last(), "before");
+    // ... and keeps firing on new changes.
+    ASSERT_TRUE(other->write(root + "/w", "after"));
+    EXPECT_TRUE(eventually([&] { return rec.last() == "after"; }));
+    ASSERT_TRUE(other->write(root + "/new", ""));
+    EXPECT_TRUE(eventually([&] {
+        std::lock_guard l(km);
+        return std::find(kids_seen.begin(), kids_seen.end(), "new") != kids_seen.end();
+    }));
+    // Plain operations work on the new session.
+    EXPECT_TRUE(s->write(root + "/w", "ours"));
+    EXPECT_EQ(other->get(root + "/w"), "ours");
+}
+
+TEST(ZkRecovery, EnsembleFailoverKeepsTheSession) {
+    test::ZkEnsemble ens(3);
+    auto s = zk::Session::connect({ens.hosts(), 6s, 15s, 10s});
+    Recorder rec;
+    auto sub = s->on_session_event([&](zk::SessionEvent e) {
+        std::lock_guard l(rec.m);
+        rec.events.push_back(e);
+    });
+    const std::string root = "/" + test::unique_name("ens");
+    s->ensure_path(root);
+    ASSERT_TRUE(s->create_ephemeral(root + "/eph", "x"));
+    auto w = s->watch_data(root + "/w", [&](const std::optional<std::string>& d, const zk::Stat&) {
+        std::lock_guard l(rec.m);
+        rec.values.push_back(d);
+    });
+    const int64_t id = s->session_id();
+
+    int leader = ens.leader();
+    ASSERT_GE(leader, 0);
+    ens.kill(leader);  // every client of the ensemble loses its connection (followers drop theirs too)
+
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(eventually([&] { return s->write(root + "/w", "after-failover"); }, 20s));
+    auto failover = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(failover, 15s);
+    std::cout << "write succeeded " << std::chrono::duration_cast<std::chrono::milliseconds>(failover).count()
+              << " ms after killing the leader\n";
+    EXPECT_EQ(s->session_id(), id);
+    EXPECT_FALSE(rec.has(zk::SessionEvent::expired_recovered));
+    EXPECT_EQ(s->get(root + "/eph"), "x");
+    EXPECT_TRUE(eventually([&] { return rec.last() == "after-failover"; }));
+
+    // The killed member comes back and serves again.
+    ens.start(leader);
+    ens.wait_quorum(30s);
+    auto direct = zk::Session::connect({ens.host(leader), 6s, 15s, 10s});
+    EXPECT_TRUE(eventually([&] { return direct->get(root + "/w") == std::optional<std::string>("after-failover"); }));
+}
