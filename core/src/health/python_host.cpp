@@ -208,6 +208,9 @@ bool start_python(const Logger& log) {
         // name the system interpreter so another python3 on PATH is never used.
         PyConfig_SetBytesString(&config, &config.program_name, PVC_PYTHON_EXECUTABLE);
         py::initialize_interpreter(&config, 0, nullptr, false);
+        // Create pybind11's internals now, with the GIL held: created lazily
+        // they would race between the first worker threads.
+        py::detail::get_internals();
         {
             py::dict scope;
             scope["monitoring_instance"] = compat::monitoring_instance;

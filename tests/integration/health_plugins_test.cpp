@@ -1,0 +1,214 @@
+// The bundled health checks (health-plugins.md §12), loaded from the build's
+// plugins directory by the real host, against what exists on this machine.
+// Where the hardware or service is absent, the test asserts the report that
+// absence produces (never a silent pass).
+#include "health_support.hpp"
+
+#include <fstream>
+#include <regex>
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+using namespace std::chrono_literals;
+using pvc::test::HealthOptions;
+
+namespace {
+
+class BundledPluginTest : public pvc::test::HealthTest {
+protected:
+    // Links one bundled plugin (file name as built) into the test plugin dir.
+    void bundle(const std::string& file) {
+        auto src = build_dir() / "plugins" / file;
+        ASSERT_TRUE(std::filesystem::exists(src)) << src << " missing: build target pvc-health-plugins";
+        std::filesystem::create_symlink(src, plugins_ / file);
+    }
+    std::string message(const std::string& p) { return pkey("monitoring_plugin.message", p).value_or("<absent>"); }
+    int delta(const std::string& p) { return std::stoi(pkey("monitoring_plugin.health_delta", p).value_or("-1")); }
+};
+
+bool tcp_port_open(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
+TEST_F(BundledPluginTest, LoadReportsLoadAgainstCpuCount) {
+    bundle("load.so");
+    auto h = host(config());
+    h->load();
+    ASSERT_EQ(h->plugin_names(), std::vector<std::string>{"load"});
+    pass(*h);
+    std::smatch m;
+    auto msg = message("load");
+    ASSERT_TRUE(std::regex_match(msg, m, std::regex(R"(Current load is ([0-9]+\.[0-9]{1,2}) out of ([0-9]+) CPU cores)")))
+        << msg;
+    double load = std::stod(m[1]);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    EXPECT_EQ(std::stol(m[2]), cores);
+    EXPECT_EQ(delta("load"), load > cores ? 50 : 0);
+}
+
+TEST_F(BundledPluginTest, DiskChecksEverySmartDiskOrReportsNone) {
+    bundle("disk");
+    auto h = host(config(HealthOptions().with_plugin_timeout(20)));
+    h->load();
+    ASSERT_EQ(h->plugin_names(), std::vector<std::string>{"disk"});
+    pass(*h, "client", 30s);
+    auto lsblk = pvc::test::run_command({"lsblk", "--json", "--paths", "--include", "8,259"});
+    auto disks = nlohmann::json::parse(lsblk.out)["blockdevices"];
+    bool smartctl = std::filesystem::exists("/usr/sbin/smartctl");
+    if (disks.empty() || !smartctl) {
+        // No SCSI/SATA/NVMe disk (virtio only) or no smartctl: nothing checked, said so.
+        EXPECT_EQ(message("disk"), "All 0 checked disks report OK: ");
+        EXPECT_EQ(delta("disk"), 0);
+    } else {
+        EXPECT_TRUE(message("disk").find("disk") != std::string::npos) << message("disk");
+    }
+}
+
+TEST_F(BundledPluginTest, DpkgReportsPackageStateWithData) {
+    bundle("dpkg");
+    auto h = host(config(HealthOptions().with_plugin_timeout(30)));
+    h->load();
+    pass(*h, "client", 40s);
+    std::string version;
+    std::ifstream("/etc/debian_version") >> version;
+    auto msg = message("dpkg");
+    EXPECT_TRUE(std::regex_match(msg, std::regex("Debian " + std::regex_replace(version, std::regex("\\."), "\\.") +
+                                                 "; Obsolete conffiles: [0-9]+; Packages inconsistent: [0-9]+, "
+                                                 "upgradable: [0-9]+")))
+        << msg;
+    auto data = nlohmann::json::parse(pkey("monitoring_plugin.data", "dpkg").value_or("null"));
+    EXPECT_EQ(data["debian_version"], version);
+    EXPECT_TRUE(data["obsolete_conffiles"].is_array());
+    EXPECT_TRUE(data["inconsistent_packages"].is_array());
+    EXPECT_TRUE(data["upgradable_packages"].is_array());
+    int expected = (data["obsolete_conffiles"].empty() ? 0 : 1) + (data["inconsistent_packages"].empty() ? 0 : 1) +
+                   (data["upgradable_packages"].empty() ? 0 : 1);
+    EXPECT_EQ(delta("dpkg"), expected);
+}
+
+TEST_F(BundledPluginTest, EdacWithoutEdacUtilReportsEmptyErrorList) {
+    bundle("edac");
+    auto h = host(config());
+    h->load();
+    pass(*h);
+    if (!std::filesystem::exists("/usr/bin/edac-util")) {
+        EXPECT_EQ(message("edac"), "EDAC reports errors: ");  // the reference's text when the tool is absent
+        EXPECT_EQ(delta("edac"), 0);
+    } else {
+        EXPECT_EQ(message("edac").rfind("EDAC reports", 0), 0u);
+    }
+}
+
+TEST_F(BundledPluginTest, HardwareRaidAndPowerSupplyChecksRefuseToLoadWithoutHardware) {
+    bundle("hwrd");
+    bundle("psur");
+    bundle("load.so");
+    auto h = host(config());
+    h->load();
+    EXPECT_EQ(h->plugin_names(), std::vector<std::string>{"load"});
+    EXPECT_TRUE(log_has("warning: Failed to load monitoring plugin: No hardware RAID management commands found"));
+    // No in-band BMC here: ipmitool fails.
+    EXPECT_TRUE(log_has("warning: Failed to load monitoring plugin: Error running ipmitool command"));
+}
+
+TEST_F(BundledPluginTest, IpmiReportsAnUnreachableBmc) {
+    bundle("ipmi");
+    // Loopback port 623 has no BMC: ipmitool fails (or times out after 5 s).
+    auto h = host(config(HealthOptions().with_plugin_timeout(10).with_ipmi_host("127.0.0.1")));
+    h->load();
+    pass(*h, "client", 20s);
+    EXPECT_EQ(message("ipmi"), "IPMI via admin@127.0.0.1 is NOT responding");
+    EXPECT_EQ(delta("ipmi"), 10);
+}
+
+TEST_F(BundledPluginTest, KeydbReportsRefusedConnection) {
+    bundle("kydb");
+    auto h = host(config());
+    h->load();
+    pass(*h);
+    if (tcp_port_open(6379)) {
+        EXPECT_EQ(delta("kydb"), 0) << message("kydb");
+    } else {
+        EXPECT_EQ(message("kydb").rfind("Failed to connect to KeyDB/Redis: ", 0), 0u) << message("kydb");
+        EXPECT_EQ(delta("kydb"), 50);
+    }
+}
+
+TEST_F(BundledPluginTest, PsqlReportsUnreachableDatabase) {
+    bundle("psql");
+    auto h = host(config());
+    h->load();
+    pass(*h);
+    // No Patroni here, and the node name does not resolve.
+    EXPECT_EQ(message("psql").rfind("Failed to connect to PostgreSQL database ", 0), 0u) << message("psql");
+    EXPECT_EQ(delta("psql"), 50);
+}
+
+TEST_F(BundledPluginTest, NicsWithoutNetworkingConfigurationFailsTheRunClearly) {
+    bundle("nics");
+    auto h = host(config());  // enable_networking: false -> no core devices configured
+    h->load();
+    pass(*h);
+    EXPECT_TRUE(log_has("Monitoring plugin nics failed: FileNotFoundError:"));
+    EXPECT_TRUE(log_has("/sys/class/net/None/uevent"));
+    EXPECT_EQ(message("nics"), "Initializing");
+}
+
+TEST_F(BundledPluginTest, ZkprConnectsToThisNodesZooKeeperMember) {
+    bundle("zkpr.so");
+    // This node is the coordinator "localhost" whose member is the test server.
+    node_ = "localhost";
+    auto h = host(config(HealthOptions().with_node("localhost").with_coordinators(fmt::format("[localhost:{}]", server_->port()))));
+    h->load();
+    pass(*h);
+    EXPECT_EQ(message("zkpr"), "Successfully connected to Zookeeper on localhost");
+    EXPECT_EQ(delta("zkpr"), 0);
+}
+
+TEST_F(BundledPluginTest, ZkprReportsFailureOnANodeWithoutZooKeeper) {
+    bundle("zkpr.so");
+    auto h = host(config());  // not a coordinator: <node>:2181, which does not resolve
+    h->load();
+    pass(*h);
+    EXPECT_EQ(message("zkpr").rfind("Failed to connect to Zookeeper: ", 0), 0u) << message("zkpr");
+    EXPECT_EQ(delta("zkpr"), 50);
+}
+
+TEST_F(BundledPluginTest, LbvtReportsUnreachableLibvirtd) {
+    bundle("lbvt.so");
+    auto h = host(config());  // qemu+tcp://<node>/system: the node name does not resolve here
+    h->load();
+    pass(*h);
+    EXPECT_EQ(message("lbvt").rfind("Failed to connect to Libvirtd: ", 0), 0u) << message("lbvt");
+    EXPECT_EQ(delta("lbvt"), 50);
+}
+
+TEST_F(BundledPluginTest, AllShippedPluginsTogether) {
+    for (auto& e : std::filesystem::directory_iterator(build_dir() / "plugins")) bundle(e.path().filename().string());
+    auto h = host(config(HealthOptions().with_plugin_timeout(30)));
+    h->load();
+    auto names = h->plugin_names();
+    // hwrd and psur refuse to load without their hardware; all others load.
+    EXPECT_EQ(names, (std::vector<std::string>{"disk", "dpkg", "edac", "ipmi", "kydb", "lbvt", "load", "nics", "psql",
+                                               "zkpr"}));
+    pass(*h, "client", 60s);
+    ASSERT_TRUE(h->health());
+    int sum = 0;
+    for (auto& n : names) sum += delta(n);
+    EXPECT_EQ(*h->health(), std::max(0, 100 - sum));
+    EXPECT_EQ(key("node.monitoring.health"), std::to_string(*h->health()));
+}
+
+}  // namespace
