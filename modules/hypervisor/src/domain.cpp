@@ -2,6 +2,8 @@
 
 #include <libvirt/libvirt.h>
 
+#include <algorithm>
+
 #include "domain_xml.hpp"
 #include "migration.hpp"
 #include "pvc/schema.hpp"
@@ -206,6 +208,20 @@ void Domain::set_fail(const std::string& reason) {
     sh_.write({{path("domain.state"), "fail"}, {path("domain.failed_reason"), reason}});
 }
 
+bool Domain::write_state_from(std::initializer_list<std::string_view> expected, const std::string& value) {
+    try {
+        zk::Stat stat;
+        auto current = sh_.zk->get(path("domain.state"), &stat);
+        if (!current || std::find(expected.begin(), expected.end(), *current) == expected.end()) return false;
+        zk::Transaction tx(*sh_.zk);
+        tx.set(path("domain.state"), value, stat.version);
+        return tx.commit() == zk::Status::ok;
+    } catch (const std::exception& e) {
+        log_.error("VM {}: state write failed: {}", uuid_, e.what());
+        return false;
+    }
+}
+
 void Domain::refresh_vnc() {
     std::string value;
     if (auto d = sh_.lv.lookup(uuid_)) {
@@ -278,7 +294,7 @@ void Domain::restart_vm() {
     if (r == ShutdownResult::aborted) return;
     if (!sh_.stopper.sleep(200ms)) return;
     start_vm();
-    sh_.write({{path("domain.state"), "start"}});
+    write_state_from({"stop", "restart", "start"}, "start");
 }
 
 // §9.3 (recommendation: destroy on timeout).
@@ -288,7 +304,7 @@ Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
     auto finish = [&](ShutdownResult r) {
         if (sh_.running.remove(uuid_)) sh_.publish_running();
         if (console_) console_->stop(true);
-        sh_.write({{path("domain.state"), "stop"}});
+        write_state_from({"shutdown", "restart", "migrate", "unmigrate"}, "stop");
         if (restarting) sh_.stopper.sleep(1s);
         return r;
     };
@@ -326,7 +342,7 @@ void Domain::hard_stop(bool write_stop) {
     log_.info("VM {}: stopping", uuid_);
     destroy_sequence();
     if (sh_.running.remove(uuid_)) sh_.publish_running();
-    if (write_stop) sh_.write({{path("domain.state"), "stop"}});
+    if (write_stop) write_state_from({"stop"}, "stop");
     if (console_) console_->stop(true);
 }
 

@@ -74,6 +74,9 @@ private:
     void receive();
     bool acquire_unbounded(zk::Lock& lock);
     void set_fail(const std::string& reason);
+    // Writes `state=value` only while the state is still one of `expected`
+    // (a client's newer request is never overwritten by a procedure's result).
+    bool write_state_from(std::initializer_list<std::string_view> expected, const std::string& value);
 
     std::string path(std::string_view key) const;
 
