@@ -195,6 +195,73 @@ TEST_F(BundledPluginTest, LbvtReportsUnreachableLibvirtd) {
     EXPECT_EQ(delta("lbvt"), 50);
 }
 
+// The success path of lbvt needs a libvirtd listening on TCP at the node's
+// name. A private libvirtd runs in a network + mount namespace of its own
+// (127.0.0.1:16509 there); this test binary re-runs the inner test inside
+// that namespace with node name "localhost".
+TEST_F(BundledPluginTest, LbvtConnectsToAPrivateLibvirtd) {
+    if (getenv("PVC_HEALTH_LBVT_INNER")) GTEST_SKIP() << "inner run";
+    ASSERT_EQ(geteuid(), 0u) << "needs root for a network namespace";
+    auto ns = fmt::format("pvch{}", getpid());
+    auto r = dir_.path() / "libvirt";
+    for (auto d : {"etc", "run", "lib", "cache", "log"}) std::filesystem::create_directories(r / d);
+    std::ofstream(r / "etc" / "libvirtd.conf") << "listen_tls = 0\nlisten_tcp = 1\nlisten_addr = \"127.0.0.1\"\n"
+                                                  "auth_tcp = \"none\"\nauth_unix_rw = \"none\"\n"
+                                                  "log_outputs = \"3:file:/var/log/libvirt/libvirtd.log\"\n";
+    std::ofstream(r / "etc" / "qemu.conf") << "user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\n"
+                                              "security_driver = \"none\"\nstdio_handler = \"file\"\n"
+                                              "cgroup_controllers = [ ]\n";
+    std::ofstream(r / "etc" / "libvirt.conf") << "";
+    auto R = r.string();
+    auto up = pvc::test::run_command({"bash", "-c", fmt::format(R"(set -e
+ip netns add {ns}
+ip netns exec {ns} ip link set lo up
+setsid ip netns exec {ns} unshare -m --propagation private bash -c '
+  set -e
+  mkdir -p /run/libvirt
+  mount --bind {R}/etc /etc/libvirt
+  mount --bind {R}/run /run/libvirt
+  mount --bind {R}/lib /var/lib/libvirt
+  mount --bind {R}/cache /var/cache/libvirt
+  mount --bind {R}/log /var/log/libvirt
+  exec libvirtd --listen -f /etc/libvirt/libvirtd.conf -p {R}/libvirtd.pid' </dev/null >{R}/stdout.log 2>&1 &
+for i in $(seq 1 600); do
+  ip netns exec {ns} virsh -q -c qemu+tcp://127.0.0.1/system hostname >/dev/null 2>&1 && exit 0
+  sleep 0.1
+done
+cat {R}/stdout.log; exit 1)",
+                                                                 fmt::arg("ns", ns), fmt::arg("R", R))});
+    auto down = [&] {
+        pvc::test::run_command({"bash", "-c", fmt::format("kill $(cat {R}/libvirtd.pid) 2>/dev/null; sleep 0.3; "
+                                                          "for p in $(ip netns pids {ns}); do kill -9 $p; done; "
+                                                          "ip netns del {ns}",
+                                                          fmt::arg("ns", ns), fmt::arg("R", R))});
+    };
+    if (up.status != 0) {
+        down();
+        FAIL() << "private libvirtd did not start: " << up.out << up.err;
+    }
+    auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+    auto inner = pvc::test::run_command(
+        {"ip", "netns", "exec", ns, "env", "PVC_HEALTH_LBVT_INNER=1", self,
+         "--gtest_filter=BundledPluginTest.LbvtInnerConnectsToLocalhost"},
+        std::chrono::seconds(120));
+    down();
+    EXPECT_EQ(inner.status, 0) << inner.out << inner.err;
+    EXPECT_NE(inner.out.find("[  PASSED  ] 1 test"), std::string::npos) << inner.out;
+}
+
+TEST_F(BundledPluginTest, LbvtInnerConnectsToLocalhost) {
+    if (!getenv("PVC_HEALTH_LBVT_INNER")) GTEST_SKIP() << "run by LbvtConnectsToAPrivateLibvirtd";
+    bundle("lbvt.so");
+    node_ = "localhost";
+    auto h = host(config(HealthOptions().with_node("localhost")));
+    h->load();
+    pass(*h);
+    EXPECT_EQ(message("lbvt"), "Successfully connected to Libvirtd on localhost");
+    EXPECT_EQ(delta("lbvt"), 0);
+}
+
 TEST_F(BundledPluginTest, AllShippedPluginsTogether) {
     for (auto& e : std::filesystem::directory_iterator(build_dir() / "plugins")) bundle(e.path().filename().string());
     auto h = host(config(HealthOptions().with_plugin_timeout(30)));
