@@ -237,6 +237,7 @@ TEST_F(HealthHostTest, LoadFailuresAreLoggedAndLoadingContinues) {
     std::ofstream(plugins_ / "c_noname") << "x = 1\n";
     python_plugin("d_good", "good", good_run);
     python_plugin("e_dup", "good", good_run);
+    python_plugin("f_slash", "a/b", good_run);
     std::filesystem::create_directories(plugins_ / "subdir");
     python_plugin("subdir/ignored", "ignored", good_run);
     auto h = host(config());
@@ -251,6 +252,7 @@ TEST_F(HealthHostTest, LoadFailuresAreLoggedAndLoadingContinues) {
               std::string::npos);
     EXPECT_NE(log.find("ok: Successfully loaded monitoring plugin 'good'"), std::string::npos);
     EXPECT_NE(log.find("a plugin named 'good' is already loaded"), std::string::npos);
+    EXPECT_NE(log.find("Failed to load monitoring plugin: invalid plugin name 'a/b'"), std::string::npos);
     EXPECT_EQ(log.find("ignored"), std::string::npos);
     // Load order = plain code-point order of the file names.
     EXPECT_LT(log.find("/a_syntax"), log.find("/b_refuses"));

@@ -261,6 +261,16 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
                 slot.in_flight = false;
                 cv.notify_all();
                 late = true;
+            } else {
+                job->done = true;
+                if (out.ok) {
+                    slot.delta = out.health_delta;
+                    slot.message = out.message;
+                    slot.runtime = runtime;
+                } else if (out.partial_delta) {
+                    slot.delta = *out.partial_delta;
+                }
+                backoff_line = note_outcome(slot, out.ok, job->started);
             }
         }
         if (late) {
@@ -268,18 +278,6 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
             log.info("Monitoring plugin {} returned after {} seconds (past its deadline); it will run again",
                      slot.name, two_decimals(secs));
             return;
-        }
-        {
-            std::lock_guard g(m);
-            job->done = true;
-            if (out.ok) {
-                slot.delta = out.health_delta;
-                slot.message = out.message;
-                slot.runtime = runtime;
-            } else if (out.partial_delta) {
-                slot.delta = *out.partial_delta;
-            }
-            backoff_line = note_outcome(slot, out.ok, job->started);
         }
         if (out.ok) {
             write(result_keys(slot.name, start_unix, out.health_delta, out.message, out.data, runtime));
@@ -332,6 +330,7 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
             for (auto& j : jobs) {
                 if (j->done) continue;
                 j->abandoned = true;
+                if (stopping) continue;  // shutdown cut the pass short: not the plugin's failure
                 timed_out.push_back(j->slot->name);
                 if (auto line = note_outcome(*j->slot, false, j->started)) backoff_lines.push_back(*line);
             }
@@ -504,6 +503,10 @@ void HealthHost::load() {
             continue;
         }
         const auto& name = a->plugin->name();
+        if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+            c.log.warn("Failed to load monitoring plugin: invalid plugin name '{}'", name);
+            continue;
+        }
         if (names.count(name)) {
             c.log.warn("Failed to load monitoring plugin: a plugin named '{}' is already loaded", name);
             continue;
