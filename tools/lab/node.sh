@@ -33,7 +33,7 @@ pid() {
 }
 
 write_config() {
-    mkdir -p "$R"/{run,log,console,plugins}
+    mkdir -p "$R"/{run,log,console,plugins} "${PVC_LAB_CONSOLE_DIR:-$R/console}"
     local zk=${PVC_LAB_ZK:-$("$HERE/zookeeper.sh" hosts 2>/dev/null || true)}
     [ -n "$zk" ] || lab_die "no ZooKeeper (zookeeper.sh start, or set PVC_LAB_ZK)"
     {
