@@ -201,6 +201,42 @@ TEST_F(HealthHostTest, PluginSeesConfigThisNodeAndCoordinatorState) {
     EXPECT_EQ(data["module"], "plugin_script");
 }
 
+TEST_F(HealthHostTest, PluginZkhandlerReadsAndWritesSchemaKeysAndRawPaths) {
+    python_plugin("zkh", "zkh", R"(        zk = self.zkhandler
+        node = self.this_node.name
+        r = {}
+        r["write"] = zk.write([(("node.monitoring.data", node), "x"), ("/pvc-health-zkh/" + node, 5)])
+        r["read_raw"] = zk.read("/pvc-health-zkh/" + node)
+        r["read_schema"] = zk.read(("node.monitoring.plugins", node))
+        r["read_4"] = zk.read(("node", node, "monitoring_plugin.message", "zkh"))
+        r["exists"] = zk.exists("/pvc-health-zkh/" + node)
+        r["children"] = zk.children("/pvc-health-zkh")
+        r["delete"] = zk.delete("/pvc-health-zkh/" + node)
+        r["gone"] = zk.exists("/pvc-health-zkh/" + node)
+        r["missing"] = zk.read("/pvc-health-zkh/none")
+        r["health"] = self.this_node.health
+        self.plugin_result.set_data(r)
+        return self.plugin_result
+)");
+    zk_->ensure_path("/pvc-health-zkh");  // a create does not make parents (reference write)
+    auto h = host(config());
+    h->load();
+    pass(*h);
+    pass(*h);  // second pass: this_node.health is the first pass's result
+    auto d = nlohmann::json::parse(pkey("monitoring_plugin.data", "zkh").value_or("null"));
+    EXPECT_EQ(d["write"], true);
+    EXPECT_EQ(d["read_raw"], "5");
+    EXPECT_EQ(d["read_schema"], "zkh");
+    EXPECT_EQ(d["read_4"], "N/A");  // first pass's own result, written before the second run
+    EXPECT_EQ(d["exists"], true);
+    EXPECT_TRUE(d["children"].is_array());
+    EXPECT_EQ(d["delete"], true);
+    EXPECT_EQ(d["gone"], false);
+    EXPECT_TRUE(d["missing"].is_null());
+    EXPECT_EQ(d["health"], 100);
+    EXPECT_EQ(zk_->get(pvc::schema::path("node.monitoring.data", {node_})), "x");
+}
+
 TEST_F(HealthHostTest, RunOsCommandHasTheReferenceSemantics) {
     python_plugin("cmd", "cmd", R"(        from daemon_lib.common import run_os_command
         r = {}
