@@ -72,7 +72,15 @@ bool Shared::set_existing(const std::string& uuid, const std::string& key_path, 
 }
 
 void Shared::publish_running() const {
-    write({{schema::path("node.running_domains", {me}), running.text()}});
+    // Procedures of several VMs publish concurrently: last writer wins (no version check).
+    const auto key = schema::path("node.running_domains", {me});
+    try {
+        zk::Transaction tx(*zk);
+        tx.set(key, running.text(), -1);
+        if (tx.commit() == zk::Status::ok) return;
+    } catch (const std::exception&) {
+    }
+    write({{key, running.text()}});
 }
 
 }  // namespace pvc::hv
