@@ -4,65 +4,24 @@
 #include <fstream>
 #include <sstream>
 
-#include <boost/process.hpp>
 #include <gtest/gtest.h>
 
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/test/daemon_process.hpp"
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "pvc/zk.hpp"
 
-namespace bp = boost::process;
 using namespace std::chrono_literals;
 using pvc::schema::path;
+using pvc::test::DaemonProcess;
+using pvc::test::slurp;
 
 namespace {
 
-std::string build_dir() { return PVC_TEST_BUILD_DIR; }
-std::string pvcnoded() { return build_dir() + "/bin/pvcnoded"; }
-
-std::string hosts_file(const std::filesystem::path& dir) {
-    auto p = dir / "hosts";
-    std::ofstream(p) << "127.0.0.1 localhost hv1 hv2 hv3 hv4 hv5 hv6 hv7 hv8 hv9\n";
-    return p.string();
-}
-
-
-// pvcnoded in its own UTS and mount namespaces: its hostname (= node name) is
-// `node`, and a private /etc/hosts resolves every test node name to loopback,
-// where the test's ZooKeeper listens (coordinators are written "hvN:port").
-class DaemonProcess {
-public:
-    DaemonProcess(const std::string& node, const std::filesystem::path& config, const std::filesystem::path& log)
-        : child_(bp::search_path("unshare"), "-u", "-m", "--propagation", "private", "--", "sh", "-c",
-                 "mount --bind \"$3\" /etc/hosts && hostname \"$0\" && exec \"$1\" --config \"$2\"", node,
-                 pvcnoded(), config.string(), hosts_file(config.parent_path()),
-                 bp::std_out > log.string(), bp::std_err > log.string() + ".err", bp::std_in < bp::null) {}
-    ~DaemonProcess() {
-        if (child_.running()) {
-            ::kill(child_.id(), SIGKILL);
-            child_.wait();
-        }
-    }
-    void signal(int sig) { ::kill(child_.id(), sig); }
-    // Exit status, or -1 if still running after `timeout`.
-    int wait(std::chrono::milliseconds timeout) {
-        if (!child_.wait_for(timeout)) return -1;
-        return child_.exit_code();
-    }
-    bool running() { return child_.running(); }
-
-private:
-    bp::child child_;
-};
-
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+std::string build_dir() { return pvc::test::build_dir(); }
+std::string pvcnoded() { return pvc::test::pvcnoded_binary(); }
 
 class DaemonTest : public ::testing::Test {
 protected:

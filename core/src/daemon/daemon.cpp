@@ -513,6 +513,13 @@ void Daemon::keepalive_tick(bool final_tick) {
     } catch (const std::exception& e) {
         log_.error("Failed to set keepalive data: {}", e.what());
     }
+    if (st == zk::Status::no_node) {
+        // A key of ours was deleted behind our back: recreate what is missing.
+        std::vector<zk::KeyValue> kvs;
+        for (const auto& op : tx.ops()) kvs.emplace_back(op.path, op.data);
+        log_.warn("Keepalive keys were missing; rewriting them with create-or-set");
+        st = zk_->write(kvs) ? zk::Status::ok : zk::Status::other;
+    }
     if (st != zk::Status::ok) {
         log_.error("Failed to set keepalive data: {}", zk::to_string(st));
     } else if (became_run) {
@@ -556,6 +563,14 @@ void Daemon::keepalive_tick(bool final_tick) {
 // ---------------------------------------------------------------- shutdown
 
 void Daemon::request_shutdown() {
+    {
+        // A signal during start-up is acted on once start-up is complete.
+        std::lock_guard g(lifecycle_m_);
+        if (!started_) {
+            shutdown_pending_ = true;
+            return;
+        }
+    }
     if (shutting_down_.exchange(true)) return;
     shutdown_thread_ = std::thread([this] {
         shutdown();
@@ -640,6 +655,13 @@ int Daemon::run() {
     std::thread loop([&io] { io.run(); });
     try {
         start();
+        bool pending;
+        {
+            std::lock_guard g(lifecycle_m_);
+            started_ = true;
+            pending = shutdown_pending_;
+        }
+        if (pending) request_shutdown();
     } catch (const Startup& e) {
         log_.error("{}", e.what());
         exit_status_ = e.status;

@@ -84,6 +84,9 @@ private:
     bool ka_stop_ = false;
     std::mutex tick_m_;  // one tick at a time
 
+    std::mutex lifecycle_m_;        // orders start-up completion and shutdown requests
+    bool started_ = false;
+    bool shutdown_pending_ = false;  // a signal arrived during start-up
     std::atomic<bool> shutting_down_{false};
     std::thread shutdown_thread_;
     int exit_status_ = exit_ok;

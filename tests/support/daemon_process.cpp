@@ -1,0 +1,63 @@
+#include "pvc/test/daemon_process.hpp"
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include <boost/process.hpp>
+
+namespace bp = boost::process;
+
+namespace pvc::test {
+
+std::string build_dir() { return PVC_TEST_BUILD_DIR; }
+std::string pvcnoded_binary() { return build_dir() + "/bin/pvcnoded"; }
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+namespace {
+std::string hosts_file(const std::filesystem::path& dir) {
+    auto p = dir / "hosts";
+    std::ofstream out(p);
+    out << "127.0.0.1 localhost";
+    for (int i = 1; i <= 9; ++i) out << " hv" << i << " pvchv" << i;
+    out << "\n";
+    return p.string();
+}
+}  // namespace
+
+struct DaemonProcess::Impl {
+    bp::child child;
+};
+
+DaemonProcess::DaemonProcess(const std::string& node, const std::filesystem::path& config,
+                             const std::filesystem::path& log)
+    : impl_(new Impl{bp::child(bp::search_path("unshare"), "-u", "-m", "--propagation", "private", "--", "sh", "-c",
+                               "mount --bind \"$3\" /etc/hosts && hostname \"$0\" && exec \"$1\" --config \"$2\"", node,
+                               pvcnoded_binary(), config.string(), hosts_file(config.parent_path()),
+                               bp::std_out > log.string(), bp::std_err > log.string() + ".err",
+                               bp::std_in < bp::null)}) {}
+
+DaemonProcess::~DaemonProcess() {
+    if (impl_->child.running()) {
+        ::kill(impl_->child.id(), SIGKILL);
+        impl_->child.wait();
+    }
+}
+
+void DaemonProcess::signal(int sig) { ::kill(impl_->child.id(), sig); }
+
+int DaemonProcess::wait(std::chrono::milliseconds timeout) {
+    if (!impl_->child.wait_for(timeout)) return -1;
+    return impl_->child.exit_code();
+}
+
+bool DaemonProcess::running() { return impl_->child.running(); }
+int DaemonProcess::pid() const { return impl_->child.id(); }
+
+}  // namespace pvc::test
