@@ -245,8 +245,13 @@ int main(int argc, char** argv) {
             double flip = -1;
             auto t0 = Clock::now();
             std::thread poller([&] { flip = time_until(starting, t0, stop); });
-            zk->write(k("domain.state"), starting ? "start" : "stop");
-            bool acked = running_list.wait([&](const std::string& v) { return has_word(v, uuid) == starting; }, 20s);
+            // The daemon rewrites `stop` itself after a stop (§9.4): a write racing
+            // with it fails the reference's version check and is simply retried.
+            bool written = false;
+            for (int attempt = 0; attempt < 20 && !written; ++attempt)
+                written = zk->write(k("domain.state"), starting ? "start" : "stop");
+            bool acked = written &&
+                running_list.wait([&](const std::string& v) { return has_word(v, uuid) == starting; }, 10s);
             auto t_ack = Clock::now();
             // the libvirt flip always precedes the acknowledgement; give the poller a moment
             for (int w = 0; w < 200 && flip < 0; ++w) std::this_thread::sleep_for(1ms);
