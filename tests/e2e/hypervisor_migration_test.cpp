@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -163,6 +164,59 @@ TEST_F(HypervisorMigration, StoppedGuestIsOnlyReassigned) {
     client.change_state(uuid, "start");
     EXPECT_TRUE(wait_for([&] { return hv2.running(uuid); }, 20s)) << "state=" << client.get("domain.state", uuid);
     EXPECT_FALSE(hv1.state(uuid).has_value());
+    client.change_state(uuid, "stop");
+    EXPECT_TRUE(wait_for([&] { return !hv2.running(uuid); }, 10s));
+}
+
+TEST_F(HypervisorMigration, FailedLiveOnlyMigrationIsAbortedAndTheGuestStaysHome) {
+    Client client(lab_->zk());
+    std::string uuid = pvc::e2e::random_uuid();
+    std::string name = "e2e-mig-" + uuid.substr(0, 8);
+    client.define(uuid, name, pvc::e2e::tiny_domain_xml(lab_->domain_type(), name, uuid, lab_->console_dir()), "hv1",
+                  "stop", "live");
+    NodeView hv1(lab_->libvirt_uri(1)), hv2(lab_->libvirt_uri(2));
+    client.change_state(uuid, "start");
+    ASSERT_TRUE(wait_for([&] { return hv1.running(uuid); }, 20s)) << "state=" << client.get("domain.state", uuid);
+
+    // hv2 refuses QEMU's migration stream (libvirt's default migration ports):
+    // every live attempt fails, and live is required (method `live`).
+    const std::vector<std::string> rule{"INPUT", "-p", "tcp", "--dport", "49152:49215", "-j", "REJECT",
+                                        "--reject-with", "tcp-reset"};
+    auto iptables = [&](const std::string& op) {
+        std::vector<std::string> argv{"iptables", op};
+        argv.insert(argv.end(), rule.begin(), rule.end());
+        return lab_->in_node(2, argv);
+    };
+    auto blocked = iptables("-A");
+    ASSERT_EQ(blocked.status, 0) << "cannot block the migration ports in hv2's netns: " << blocked.output;
+    struct Unblock {
+        std::function<void()> f;
+        ~Unblock() { f(); }
+    } unblock{[&] { iptables("-D"); }};
+
+    {
+        DoubleRunWatch watch(*lab_, uuid, 1, 2);
+        auto t0 = Clock::now();
+        client.migrate(uuid, "hv2", "hv1");
+        bool aborted = wait_for([&] {
+            return client.get("domain.state", uuid) == "start" && client.get("domain.node", uuid) == "hv1";
+        }, 60s);
+        watch.finish();
+        ASSERT_TRUE(aborted) << "no abort: state=" << client.get("domain.state", uuid)
+                             << " node=" << client.get("domain.node", uuid);
+        std::cout << "[ figures  ] failed live migration aborted in " << since(t0) << " s\n";
+        EXPECT_EQ(client.get("domain.last_node", uuid), "") << "abort restores the previous lastnode (§10.3)";
+        EXPECT_EQ(watch.both(), 0);
+    }
+    EXPECT_TRUE(hv1.running(uuid));
+    EXPECT_TRUE(wait_for([&] { return !hv2.state(uuid).has_value(); }, 10s)) << "hv2 kept a copy";
+    EXPECT_EQ(client.get("domain.migrate.sync_lock", uuid), "");
+
+    // The abort released every lock (the reference leaks the sync lock): the next
+    // migration goes through at once.
+    unblock.f();
+    unblock.f = [] {};
+    migrate_and_check(client, uuid, 1, 2, "hv1");
     client.change_state(uuid, "stop");
     EXPECT_TRUE(wait_for([&] { return !hv2.running(uuid); }, 10s));
 }

@@ -177,6 +177,12 @@ std::string Lab::libvirt_uri(int n) const {
     return "qemu+tcp://" + std::string(lab_net) + "." + std::to_string(n) + "/system";
 }
 
+CommandResult Lab::in_node(int n, const std::vector<std::string>& argv) const {
+    std::vector<std::string> args{"exec", std::to_string(n)};
+    args.insert(args.end(), argv.begin(), argv.end());
+    return script("netns.sh", args);
+}
+
 void Lab::start_daemon(int n) {
     must("node.sh", {"start", std::to_string(n)});
     // Registered and running: the first keepalive writes daemonstate=run.

@@ -54,6 +54,9 @@ public:
     const std::filesystem::path& console_dir() const { return console_dir_; }
     std::shared_ptr<zk::Session> zk() const { return zk_; }
 
+    // Runs argv inside node n's network namespace.
+    CommandResult in_node(int n, const std::vector<std::string>& argv) const;
+
     void start_daemon(int n);
     void stop_daemon(int n);
     std::string daemon_log(int n) const;
