@@ -24,6 +24,8 @@ down() {
     for n in $(all_nodes); do "$HERE/node.sh" stop "$n"; "$HERE/libvirtd.sh" stop "$n"; done
     "$HERE/zookeeper.sh" stop
     "$HERE/netns.sh" down
+    rm -rf "$PVC_LAB_DIR/smoke" "$PVC_LAB_DIR/accel"
+    rmdir "$PVC_LAB_DIR" 2>/dev/null || true
 }
 
 # A 64 MiB disk-less guest (no OS: SeaBIOS only), serial console to a file.
