@@ -3,7 +3,7 @@
 // with only native plugins loaded vs with the embedded Python host.
 // Prints figures; never fails on time.
 //
-//   health_bench [passes=5]
+//   health_bench [passes=5] [plugin directory, default: the build's plugins]
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -82,7 +82,7 @@ pvc:
 
 int main(int argc, char** argv) {
     int passes = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-    fs::path built = fs::path(PVC_BENCH_BUILD_DIR) / "plugins";
+    fs::path built = argc > 2 ? fs::path(argv[2]) : fs::path(PVC_BENCH_BUILD_DIR) / "plugins";
     if (!fs::exists(built)) {
         std::cerr << "no plugins in " << built << ": build target pvc-health-plugins\n";
         return 1;
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     pvc::HealthHost native(cfg_native, pvc::Logger(sink_native, ""), session, ex);
     native.load();
     native.on_keepalive("client");
-    while (native.stats().passes < 1) std::this_thread::sleep_for(10ms);
+    while (!native.plugin_names().empty() && native.stats().passes < 1) std::this_thread::sleep_for(10ms);
     long rss_native = rss_kib();
     auto native_stats = native.stats();
     native.shutdown(5s);
@@ -123,6 +123,10 @@ int main(int argc, char** argv) {
     all.load();
     auto load_wall = std::chrono::steady_clock::now() - l0;
     long rss_loaded = rss_kib();
+    if (all.plugin_names().empty()) {
+        std::cerr << "no plugin loaded from " << built << "\n";
+        return 1;
+    }
 
     std::vector<double> wall, cpu_self, cpu_children;
     for (int i = 0; i < passes; ++i) {
