@@ -185,9 +185,13 @@ TEST_F(HealthHostTest, PluginSeesConfigThisNodeAndCoordinatorState) {
             "node": self.config["node"], "ka": self.config["keepalive_interval"],
             "debug": self.config["debug"], "name": self.this_node.name,
             "cs": coordinator_state, "str": str(self), "module": __name__,
+            "node_cs": self.this_node.coordinator_state, "daemon_state": self.this_node.daemon_state,
+            "maintenance": self.this_node.maintenance,
         })
         return self.plugin_result
 )");
+    zk_->ensure_path(pvc::schema::path("node.state.daemon", {node_}));
+    zk_->write(pvc::schema::path("node.state.daemon", {node_}), "run");
     auto h = host(config());
     h->load();
     pass(*h, "secondary");
@@ -199,6 +203,9 @@ TEST_F(HealthHostTest, PluginSeesConfigThisNodeAndCoordinatorState) {
     EXPECT_EQ(data["cs"], "secondary");
     EXPECT_EQ(data["str"], "introspect");
     EXPECT_EQ(data["module"], "plugin_script");
+    EXPECT_EQ(data["node_cs"], "secondary");
+    EXPECT_EQ(data["daemon_state"], "run");
+    EXPECT_EQ(data["maintenance"], false);
 }
 
 TEST_F(HealthHostTest, PluginZkhandlerReadsAndWritesSchemaKeysAndRawPaths) {

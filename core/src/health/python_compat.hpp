@@ -186,9 +186,13 @@ class Logger(object):
 
 
 class ThisNode(object):
-    def __init__(self, name, state):
+    """The daemon's node object as plugins see it: `name`, and read-only live properties."""
+
+    def __init__(self, name, state, zkhandler, config):
         self.name = name
         self._state = state
+        self._zk = zkhandler
+        self._config = config
 
     @property
     def coordinator_state(self):
@@ -197,6 +201,23 @@ class ThisNode(object):
     @property
     def health(self):
         return self._state()["health"]
+
+    @property
+    def daemon_state(self):
+        return self._zk.read(("node.state.daemon", self.name))
+
+    @property
+    def domain_state(self):
+        return self._zk.read(("node.state.domain", self.name))
+
+    @property
+    def maintenance(self):
+        return str(self._zk.read("base.config.maintenance")).lower() in ("true", "1", "yes", "on")
+
+    @property
+    def storage_ipaddr(self):
+        ip = self._config.get("storage_dev_ip")
+        return ip.split("/")[0] if ip else None
 
 
 def _resolve(key):

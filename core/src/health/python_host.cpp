@@ -267,8 +267,8 @@ PythonLoad load_python_plugin(const std::filesystem::path& file, const nlohmann:
             d["health"] = h ? py::object(py::int_(*h)) : py::object(py::none());
             return d;
         });
-        auto this_node = bridge.attr("ThisNode")(node->name, state);
         auto zkhandler = bridge.attr("ZKHandler")(zk_ops(zk));
+        auto this_node = bridge.attr("ThisNode")(node->name, state, zkhandler, config);
         auto r = bridge.attr("load_plugin")(file.string(), zkhandler, config, logger, this_node).cast<py::tuple>();
         out.plugin = std::make_shared<PythonPlugin>(r[0].cast<std::string>(), py::reinterpret_borrow<py::object>(r[1]));
     } catch (py::error_already_set& e) {
