@@ -5,6 +5,7 @@
 #include <ctime>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include <boost/core/demangle.hpp>
@@ -317,7 +318,16 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
         for (auto& n : still_running)
             log.warn("Monitoring plugin {} skipped: its timed-out run has not returned yet", n);
         auto self = shared_from_this();
-        for (auto& job : jobs) std::thread([self, job, coordinator_state] { self->execute(job, coordinator_state); }).detach();
+        for (auto& job : jobs) {
+            try {
+                std::thread([self, job, coordinator_state] { self->execute(job, coordinator_state); }).detach();
+            } catch (const std::system_error& e) {
+                log.error("Monitoring plugin {} failed: {}: {}", job->slot->name, "ThreadError", e.what());
+                std::lock_guard g(m);
+                job->done = job->finished = true;
+                job->slot->in_flight = false;
+            }
+        }
 
         std::vector<std::string> timed_out;
         std::vector<std::string> backoff_lines;
@@ -554,7 +564,13 @@ void HealthHost::on_keepalive(const std::string& router_state) {
         c.pass_running = true;
         c.last_pass_start = now;
     }
-    std::thread([core = core_, router_state] { core->run_pass(router_state); }).detach();
+    try {
+        std::thread([core = core_, router_state] { core->run_pass(router_state); }).detach();
+    } catch (const std::system_error& e) {  // no thread available: skip this pass, never throw into the keepalive
+        c.log.error("Failed to start a health pass: {}", e.what());
+        std::lock_guard g(c.m);
+        c.pass_running = false;
+    }
 }
 
 std::optional<int> HealthHost::health() const {
