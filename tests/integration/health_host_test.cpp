@@ -148,6 +148,14 @@ TEST_F(HealthHostTest, GarbageResultsCountAsFailedRuns) {
     python_plugin("notaresult", "notaresult", "        return 42\n");
     python_plugin("baddelta", "baddelta", "        self.plugin_result.set_health_delta(\"lots\")\n        return self.plugin_result\n");
     python_plugin("baddata", "baddata", "        self.plugin_result.set_data({1, 2})\n        return self.plugin_result\n");
+    python_plugin("oldrun", "oldrun", "        return self.plugin_result\n");
+    {
+        // a run() without the coordinator_state parameter (pre-0.9.74 plugins): fails every pass
+        std::ifstream in(plugins_ / "oldrun");
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        text.replace(text.find("def run(self, coordinator_state=None)"), 37, "def run(self)");
+        std::ofstream(plugins_ / "oldrun") << text;
+    }
     python_plugin("floatdelta", "floatdelta", "        self.plugin_result.set_health_delta(4.0)\n        return self.plugin_result\n");
     auto h = host(config());
     h->load();
@@ -155,6 +163,8 @@ TEST_F(HealthHostTest, GarbageResultsCountAsFailedRuns) {
     EXPECT_TRUE(log_has("Monitoring plugin notaresult failed: AttributeError:"));
     EXPECT_TRUE(log_has("Monitoring plugin baddelta failed: TypeError: health_delta must be an integer, not str"));
     EXPECT_TRUE(log_has("Monitoring plugin baddata failed: TypeError:"));
+    EXPECT_TRUE(log_has("Monitoring plugin oldrun failed: TypeError: MonitoringPluginScript.run() got an unexpected "
+                        "keyword argument 'coordinator_state'"));
     EXPECT_EQ(pkey("monitoring_plugin.message", "notaresult"), "Initializing");
     EXPECT_EQ(pkey("monitoring_plugin.health_delta", "baddelta"), "0");
     EXPECT_EQ(pkey("monitoring_plugin.data", "baddata"), "{}");
