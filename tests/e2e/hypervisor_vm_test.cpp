@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -176,6 +177,36 @@ TEST_F(HypervisorVm, GuestGoneBehindTheDaemonsBackIsRestartedWithinASecond) {
     std::cout << "[ figures  ] out-of-band destroy took " << std::chrono::duration<double>(t0 - t_destroy).count()
               << " s; guest gone -> running again: " << took << " s\n";
     EXPECT_LT(took, 1.0 + 1.0) << "noticed within a second (plus up to a second for QEMU to start)";
+    EXPECT_EQ(state(), "start");
+}
+
+TEST_F(HypervisorVm, ConsoleOutputReachesZooKeeper) {
+    start_and_wait();
+    // A guest without an OS prints nothing: append to the log QEMU writes, as a
+    // guest's serial output would (hypervisor.md §16).
+    {
+        std::ofstream log(lab_->console_dir() / (name_ + ".log"), std::ios::app);
+        log << "e2e console line 1\r\ne2e console line 2\n";
+    }
+    EXPECT_TRUE(wait_for([&] {
+        auto text = client_->get("domain.console.log", uuid_);
+        return text.find("e2e console line 1\ne2e console line 2\n") != std::string::npos;
+    }, 5s)) << "consolelog=" << client_->get("domain.console.log", uuid_);
+}
+
+TEST_F(HypervisorVm, DaemonRestartLeavesTheGuestRunningAndAdoptsIt) {
+    start_and_wait();
+    int id = view_->id(uuid_);
+    lab_->stop_daemon(1);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_TRUE(view_->running(uuid_)) << "VMs are neither stopped nor migrated on daemon shutdown (§4.2)";
+    EXPECT_EQ(view_->id(uuid_), id);
+    lab_->start_daemon(1);
+    // Adopted, not restarted: the same QEMU, listed as running on this node.
+    EXPECT_TRUE(wait_for([&] { return contains_word(running_domains(), uuid_); }, 10s))
+        << "runningdomains=" << running_domains();
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(view_->id(uuid_), id);
     EXPECT_EQ(state(), "start");
 }
 
