@@ -42,9 +42,11 @@ lab_need_root() { [ "$(id -u)" -eq 0 ] || lab_die "must run as root (network and
 now_ms() { date +%s%3N; }
 
 # Domain type for guests: "kvm" when /dev/kvm really works here, else "qemu" (TCG).
-# Probed once per lab dir (QEMU starts with accel=kvm and quits).
+# Probed once per lab dir (QEMU starts with accel=kvm and quits). PVC_LAB_ACCEL=qemu
+# forces TCG (to check the fallback on a machine with KVM).
 lab_accel() {
     local f=$PVC_LAB_DIR/accel
+    if [ -n "${PVC_LAB_ACCEL:-}" ]; then echo "$PVC_LAB_ACCEL"; return; fi
     if [ ! -s "$f" ]; then
         mkdir -p "$PVC_LAB_DIR"
         if [ -r /dev/kvm ] && [ -w /dev/kvm ] && echo quit | timeout 20 qemu-system-x86_64 \
