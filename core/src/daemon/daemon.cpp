@@ -416,7 +416,7 @@ void Daemon::start() {
     check_own_ipmi();
     watch_cluster();
     modules_->start_all(cfg_, sink_, zk_, executor_, events_);
-    health_ = std::make_unique<HealthHost>(cfg_, log_.child("health"), zk_, executor_);
+    health_ = std::make_unique<HealthHost>(cfg_, log_, zk_, executor_);
     health_->load();
     keepalive_thread_ = std::thread([this] { keepalive_loop(); });
 }

@@ -1,6 +1,8 @@
 #include "console_log.hpp"
 
 #include <fstream>
+#include <sys/inotify.h>
+#include <unistd.h>
 #include <sstream>
 
 #include <sys/stat.h>
@@ -65,7 +67,12 @@ std::string tail_lines(const std::string& raw, int lines) {
 ConsoleLog::ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::string uuid,
                        std::filesystem::path file, int lines)
     : zk_(std::move(zk)), ex_(ex), strand_(strand), uuid_(std::move(uuid)), file_(std::move(file)), lines_(lines),
-      timer_(strand) {}
+      timer_(strand), inotify_(strand) {}
+
+namespace {
+constexpr auto kDebounce = std::chrono::milliseconds(500);   // the reference's poll period
+constexpr auto kFallbackPoll = std::chrono::seconds(10);     // when the file cannot be watched
+}  // namespace
 
 void ConsoleLog::prepare() {
     std::error_code ec;
@@ -79,24 +86,73 @@ void ConsoleLog::prepare() {
 void ConsoleLog::start() {
     if (file_.empty() || started_.exchange(true)) return;
     auto self = shared_from_this();
-    boost::asio::post(strand_, [self] { self->schedule(); });
+    boost::asio::post(strand_, [self] {
+        int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (fd >= 0) {
+            self->inotify_.assign(fd);
+            self->watch();
+            self->wait_events();
+        }
+        self->schedule(std::chrono::milliseconds(0));  // first upload at once
+    });
 }
 
 void ConsoleLog::stop(bool final_upload) {
     if (!started_.exchange(false)) return;
     auto self = shared_from_this();
-    boost::asio::post(strand_, [self] { self->timer_.cancel(); });
+    boost::asio::post(strand_, [self] {
+        self->timer_.cancel();
+        boost::system::error_code ec;
+        self->inotify_.close(ec);
+    });
     if (final_upload) upload();
 }
 
-void ConsoleLog::schedule() {
+void ConsoleLog::watch() {
+    if (!inotify_.is_open()) return;
+    watch_descriptor_ = ::inotify_add_watch(inotify_.native_handle(), file_.c_str(),
+                                            IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF);
+}
+
+void ConsoleLog::wait_events() {
+    auto self = shared_from_this();
+    inotify_.async_wait(boost::asio::posix::stream_descriptor::wait_read, [self](const boost::system::error_code& ec) {
+        if (ec || !self->started_) return;
+        alignas(inotify_event) char buf[4096];
+        bool gone = false;
+        ssize_t n;
+        while ((n = ::read(self->inotify_.native_handle(), buf, sizeof buf)) > 0) {
+            for (char* p = buf; p < buf + n;) {
+                auto* ev = reinterpret_cast<inotify_event*>(p);
+                if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) gone = true;
+                p += sizeof(inotify_event) + ev->len;
+            }
+        }
+        if (gone) self->watch_descriptor_ = -1;  // re-armed by the next (fallback) tick
+        self->schedule(kDebounce);
+        self->wait_events();
+    });
+}
+
+// One upload `after` from now unless one is already pending; then the next
+// fallback poll.
+void ConsoleLog::schedule(std::chrono::milliseconds after) {
     if (!started_) return;
-    timer_.expires_after(std::chrono::milliseconds(500));
+    if (timer_armed_) {
+        if (timer_.expiry() <= std::chrono::steady_clock::now() + after) return;
+        timer_.cancel();
+    }
+    timer_armed_ = true;
+    timer_.expires_after(after);
     auto self = shared_from_this();
     timer_.async_wait([self](const boost::system::error_code& ec) {
-        if (ec || !self->started_) return;
+        if (ec == boost::asio::error::operation_aborted) return;
+        self->timer_armed_ = false;
+        if (!self->started_) return;
+        if (self->watch_descriptor_ < 0) self->watch();
         self->tick();
-        self->schedule();
+        self->schedule(self->watch_descriptor_ < 0 ? std::chrono::milliseconds(kDebounce)
+                                                   : std::chrono::milliseconds(kFallbackPoll));
     });
 }
 

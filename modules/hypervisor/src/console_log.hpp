@@ -1,6 +1,7 @@
 // Serial console log of one VM copied into /domains/<uuid>/consolelog
-// (hypervisor.md §16): every 0.5 s while started, the last N lines of
-// <console_log_directory>/<name>.log when the file changed.
+// (hypervisor.md §16): the last N lines of <console_log_directory>/<name>.log,
+// uploaded 0.5 s after the file changes (inotify), so idle VMs cost nothing;
+// a slow poll covers a file that cannot be watched.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "pvc/module.hpp"
@@ -32,7 +34,9 @@ public:
     bool started() const { return started_; }
 
 private:
-    void schedule();
+    void schedule(std::chrono::milliseconds after);
+    void watch();        // (re)arms the inotify watch on the file
+    void wait_events();
     void tick();
     void upload();
 
@@ -43,6 +47,9 @@ private:
     std::filesystem::path file_;
     int lines_;
     boost::asio::steady_timer timer_;
+    boost::asio::posix::stream_descriptor inotify_;
+    int watch_descriptor_ = -1;
+    bool timer_armed_ = false;          // strand only
     std::atomic<bool> started_{false};
     std::atomic<bool> in_flight_{false};
     std::mutex m_;

@@ -55,7 +55,7 @@ void Hypervisor::start() {
         }
         ex.blocking([target] {
             std::lock_guard g(target->m);
-            if (target->hv) target->hv->collect();
+            if (target->hv) target->hv->on_keepalive_tick();
         });
     });
     log_.info("Hypervisor started on {} (libvirt {})", shared_->me, lv_->uri());
@@ -128,6 +128,7 @@ void Hypervisor::on_children(const std::optional<std::vector<std::string>>& chil
 }
 
 void Hypervisor::on_libvirt_event(const std::string& uuid, int event) {
+    dirty_ = true;  // the next keepalive refreshes everything from libvirt
     if (event != VIR_DOMAIN_EVENT_STOPPED && event != VIR_DOMAIN_EVENT_CRASHED) return;
     boost::asio::post(strand_, [this, uuid] {
         if (stopper_.stopping()) return;
@@ -289,15 +290,28 @@ void Hypervisor::contribute(KeepaliveReport& report) {
     report.running_domains = running_.snapshot();
 }
 
-void Hypervisor::collect() {
+void Hypervisor::on_keepalive_tick() {
+    bool full = dirty_.exchange(false) || ticks_ % full_collect_every == 0;
+    ++ticks_;
+    collect(full);
+}
+
+void Hypervisor::collect(bool full) {
     if (stopper_.stopping() || collecting_.exchange(true)) return;
     struct Reset {
         std::atomic<bool>& f;
         ~Reset() { f = false; }
     } reset{collecting_};
 
+    if (!full) {
+        publish_figures(-1);
+        return;
+    }
+
     auto active = lv_->list_active();
     std::set<std::string> running_here;
+    std::map<std::string, Usage> usage;
+    zk::Transaction stats(*ctx_.zk);
     for (auto& d : active) {
         int st = 0, reason = 0;
         if (virDomainGetState(d.get(), &st, &reason, 0) < 0 || st != VIR_DOMAIN_RUNNING) continue;
@@ -305,7 +319,15 @@ void Hypervisor::collect() {
         if (uuid.empty()) continue;
         running_here.insert(uuid);
         running_.add(uuid);
-        if (domain(uuid)) write_stats(d.get(), uuid);
+        virDomainInfo info{};
+        if (virDomainGetInfo(d.get(), &info) == 0)
+            usage[uuid] = Usage{static_cast<long>(info.memory / 1024), static_cast<int>(info.nrVirtCpu)};
+        if (domain(uuid)) {
+            if (auto json = domain_stats(d.get(), uuid)) {
+                stats.check(schema::path("domain.name", {uuid}), -1);
+                stats.set(schema::path("domain.stats", {uuid}), *json);
+            }
+        }
     }
     for (const auto& uuid : running_.snapshot()) {
         if (running_here.count(uuid)) continue;
@@ -317,20 +339,40 @@ void Hypervisor::collect() {
         }
         running_.remove(uuid);
     }
+    for (auto it = devices_.begin(); it != devices_.end();)
+        it = running_here.count(it->first) ? std::next(it) : devices_.erase(it);
+    {
+        std::lock_guard g(usage_m_);
+        usage_ = std::move(usage);
+    }
+    publish_figures(static_cast<int>(active.size()));
+    // All stats in one transaction; a VM deleted meanwhile fails its check, so
+    // fall back to one write per VM only then.
+    if (!stats.empty() && ctx_.zk->commit(stats) != zk::Status::ok) {
+        const auto& ops = stats.ops();
+        for (size_t i = 0; i + 1 < ops.size(); i += 2) {
+            auto uuid = ops[i].path.substr(ops[i].path.rfind('/') + 1);
+            shared_->set_existing(uuid, ops[i + 1].path, ops[i + 1].data);
+        }
+    }
+}
 
+// memalloc/memprov/vcpualloc with the intended accounting (§14.2), from the
+// usage the last full collection read (XML memory for VMs it has not seen).
+void Hypervisor::publish_figures(int domains_count) {
     long memalloc = 0, memprov = 0;
     int vcpus = 0;
-    for (const auto& uuid : running_.snapshot()) {
-        long mem = 0;
-        virDomainInfo info{};
-        auto dom = lv_->lookup(uuid);
-        if (dom && virDomainGetInfo(dom.get(), &info) == 0) {
-            mem = static_cast<long>(info.memory / 1024);
-            vcpus += info.nrVirtCpu;
-        } else if (auto d = domain(uuid)) {
-            mem = d->cached().memory_mib;
+    auto running = running_.snapshot();
+    {
+        std::lock_guard g(usage_m_);
+        for (const auto& uuid : running) {
+            if (auto it = usage_.find(uuid); it != usage_.end()) {
+                memalloc += it->second.memory_mib;
+                vcpus += it->second.vcpus;
+            } else if (auto d = domain(uuid)) {
+                memalloc += d->cached().memory_mib;
+            }
         }
-        memalloc += mem;
     }
     memprov = memalloc;
     {
@@ -342,16 +384,17 @@ void Hypervisor::collect() {
     }
     std::lock_guard g(figures_m_);
     have_figures_ = true;
-    domains_count_ = static_cast<int>(active.size());
+    // Between full collections libvirt's active count is taken as the running list.
+    domains_count_ = domains_count >= 0 ? domains_count : static_cast<int>(running.size());
     memalloc_ = memalloc;
     memprov_ = memprov;
     vcpualloc_ = vcpus;
 }
 
-void Hypervisor::write_stats(virDomainPtr dom, const std::string& uuid) {
+std::optional<std::string> Hypervisor::domain_stats(virDomainPtr dom, const std::string& uuid) {
     using nlohmann::json;
     virDomainInfo info{};
-    if (virDomainGetInfo(dom, &info) < 0) return;
+    if (virDomainGetInfo(dom, &info) < 0) return std::nullopt;
     json j;
     j["state"] = state_name(info.state);
     j["maxmem"] = info.maxMem;
@@ -383,30 +426,40 @@ void Hypervisor::write_stats(virDomainPtr dom, const std::string& uuid) {
     }
     j["cpu_stats"] = cpu;
 
-    json disks = json::array(), nets = json::array();
-    if (char* xml = virDomainGetXMLDesc(dom, 0)) {
-        auto parsed = parse_domain_xml(xml);
-        free(xml);
-        if (parsed) {
-            for (auto& d : parsed->disks) {
-                virDomainBlockStatsStruct bs{};
-                if (d.name.empty() || virDomainBlockStats(dom, d.target_dev.c_str(), &bs, sizeof bs) < 0) return;
-                disks.push_back({{"name", d.name}, {"rd_req", bs.rd_req}, {"rd_bytes", bs.rd_bytes},
-                                 {"wr_req", bs.wr_req}, {"wr_bytes", bs.wr_bytes}, {"err", bs.errs}});
-            }
-            for (auto& i : parsed->bridges) {
-                virDomainInterfaceStatsStruct is{};
-                if (virDomainInterfaceStats(dom, i.target_dev.c_str(), &is, sizeof is) < 0) return;
-                nets.push_back({{"name", i.target_dev}, {"bridge", i.bridge}, {"rd_bytes", is.rx_bytes},
-                                {"rd_packets", is.rx_packets}, {"rd_errors", is.rx_errs}, {"rd_drops", is.rx_drop},
-                                {"wr_bytes", is.tx_bytes}, {"wr_packets", is.tx_packets}, {"wr_errors", is.tx_errs},
-                                {"wr_drops", is.tx_drop}});
+    // The device list comes from the live XML, read once per libvirt domain instance.
+    auto& dev = devices_[uuid];
+    unsigned id = virDomainGetID(dom);
+    if (!dev.ok || dev.libvirt_id != id) {
+        dev = Devices{};
+        dev.libvirt_id = id;
+        if (char* xml = virDomainGetXMLDesc(dom, 0)) {
+            auto parsed = parse_domain_xml(xml);
+            free(xml);
+            if (parsed) {
+                for (auto& d : parsed->disks) dev.disks.emplace_back(d.name, d.target_dev);
+                for (auto& i : parsed->bridges) dev.bridges.emplace_back(i.target_dev, i.bridge);
+                dev.ok = true;
             }
         }
     }
+    json disks = json::array(), nets = json::array();
+    for (auto& [name, target] : dev.disks) {
+        virDomainBlockStatsStruct bs{};
+        if (name.empty() || virDomainBlockStats(dom, target.c_str(), &bs, sizeof bs) < 0) return std::nullopt;
+        disks.push_back({{"name", name}, {"rd_req", bs.rd_req}, {"rd_bytes", bs.rd_bytes},
+                         {"wr_req", bs.wr_req}, {"wr_bytes", bs.wr_bytes}, {"err", bs.errs}});
+    }
+    for (auto& [target, bridge] : dev.bridges) {
+        virDomainInterfaceStatsStruct is{};
+        if (virDomainInterfaceStats(dom, target.c_str(), &is, sizeof is) < 0) return std::nullopt;
+        nets.push_back({{"name", target}, {"bridge", bridge}, {"rd_bytes", is.rx_bytes},
+                        {"rd_packets", is.rx_packets}, {"rd_errors", is.rx_errs}, {"rd_drops", is.rx_drop},
+                        {"wr_bytes", is.tx_bytes}, {"wr_packets", is.tx_packets}, {"wr_errors", is.tx_errs},
+                        {"wr_drops", is.tx_drop}});
+    }
     j["disk_stats"] = disks;
     j["net_stats"] = nets;
-    shared_->set_existing(uuid, schema::path("domain.stats", {uuid}), j.dump());
+    return j.dump();
 }
 
 }  // namespace pvc::hv

@@ -33,8 +33,15 @@ public:
     void stop();
     void contribute(KeepaliveReport& report);
 
-    // One keepalive collection (§14), blocking. Normally run on each keepalive tick.
-    void collect();
+    // One keepalive collection (§14), blocking. A full one asks libvirt about
+    // every domain, runs the crash backstop and writes every running VM's stats
+    // (one transaction); a light one recomputes the figures from what the last
+    // full one learnt. Keepalive ticks run a full one after any libvirt
+    // lifecycle event and every `full_collect_every` ticks, light ones otherwise,
+    // so a tick's work follows changes, not the number of VMs.
+    void collect(bool full = true);
+    void on_keepalive_tick();
+    static constexpr unsigned full_collect_every = 6;
     // Test hooks.
     std::shared_ptr<Domain> domain(const std::string& uuid) const;
     std::vector<std::string> running() const { return running_.snapshot(); }
@@ -58,7 +65,9 @@ private:
     bool cancelled(const Job& job) const { return job.cancel || stopper_.stopping(); }
     bool wait_settled(Job& job, std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>>& inflight,
                       size_t keep);
-    void write_stats(virDomainPtr dom, const std::string& uuid);
+    // The stats JSON of one running domain (§14.3), nullopt if a query failed.
+    std::optional<std::string> domain_stats(virDomainPtr dom, const std::string& uuid);
+    void publish_figures(int domains_count);
 
     NodeContext& ctx_;
     Logger log_;
@@ -88,6 +97,22 @@ private:
     };
     std::shared_ptr<TickTarget> tick_target_ = std::make_shared<TickTarget>();
     std::atomic<bool> collecting_{false};
+    std::atomic<bool> dirty_{true};       // a libvirt event since the last full collection
+    unsigned ticks_ = 0;                   // keepalive thread only
+    struct Usage {
+        long memory_mib = 0;
+        int vcpus = 0;
+    };
+    std::mutex usage_m_;
+    std::map<std::string, Usage> usage_;   // per running uuid, from the last full collection
+    // Devices whose counters go into the stats, per uuid, from the live XML (§14.3).
+    struct Devices {
+        unsigned libvirt_id = 0;           // the XML is re-read when the domain is recreated
+        std::vector<std::pair<std::string, std::string>> disks;    // (name, target dev)
+        std::vector<std::pair<std::string, std::string>> bridges;  // (target dev, bridge)
+        bool ok = false;
+    };
+    std::map<std::string, Devices> devices_;  // collect() only (serialised by collecting_)
     std::atomic<bool> started_{false};
     mutable std::mutex figures_m_;
     bool have_figures_ = false;

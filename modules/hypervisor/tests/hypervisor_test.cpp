@@ -161,6 +161,8 @@ TEST_F(OneNode, KeepaliveFiguresUseTheIntendedAccounting) {
     define(b, "b", "hv1", "start", "none", vm_xml("b", b, 256));
     define(c, "c", "hv1", "stop", "none", vm_xml("c", c, 512));
     ASSERT_TRUE(eventually([&] { return running(a) && running(b); }));
+    // The stopped VM counts once its object has read its keys.
+    ASSERT_TRUE(eventually([&] { auto d = n1->hv->domain(c); return d && d->cached().node == "hv1"; }));
     n1->hv->collect();
     KeepaliveReport r;
     n1->hv->contribute(r);
