@@ -4,7 +4,7 @@
 //   (b) the core with every shipped health plugin (Python host loaded),
 //   (c) the hypervisor module with 50 running VMs (libvirt test driver).
 // Prints figures; never passes or fails on them.
-//   daemon_bench [seconds per scenario, default 20]
+//   daemon_bench [seconds per scenario, default 20] [scenarios, default abc]
 #include <dirent.h>
 
 #include <csignal>
@@ -153,11 +153,13 @@ Figures measure(const std::string& label, bool plugins, int vms, int seconds) {
 
 int main(int argc, char** argv) {
     int seconds = argc > 1 ? std::atoi(argv[1]) : 20;
+    std::string only = argc > 2 ? argv[2] : "abc";  // which scenarios
     std::cout << fmt::format("pvcnoded, keepalive_interval 1 s, {} s measured per scenario\n", seconds);
     std::cout << fmt::format("{:<44} {:>10} {:>14} {:>10} {:>10}\n", "scenario", "to run ms", "CPU/tick ms",
                              "RSS MiB", "stop ms");
-    measure("(a) core only", false, 0, seconds);
-    measure("(b) core + all shipped plugins (Python host)", true, 0, seconds);
+    if (only.find('a') != std::string::npos) measure("(a) core only", false, 0, seconds);
+    if (only.find('b') != std::string::npos) measure("(b) core + all shipped plugins (Python host)", true, 0, seconds);
+    if (only.find('c') == std::string::npos) return 0;
     if (std::filesystem::exists(pvc::test::build_dir() + "/modules/libpvc-module-hypervisor.so"))
         measure("(c) hypervisor module, 50 VMs (test driver)", false, 50, seconds);
     else

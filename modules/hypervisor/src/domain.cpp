@@ -304,8 +304,10 @@ Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
     auto finish = [&](ShutdownResult r) {
         if (sh_.running.remove(uuid_)) sh_.publish_running();
         if (console_) console_->stop(true);
-        write_state_from({"shutdown", "restart", "migrate", "unmigrate"}, "stop");
+        // A restart keeps `restart` until the VM runs again: interrupted here
+        // (daemon stopped), the next daemon finishes it instead of leaving `stop`.
         if (restarting) sh_.stopper.sleep(1s);
+        else write_state_from({"shutdown", "migrate", "unmigrate"}, "stop");
         return r;
     };
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(sh_.config.vm_shutdown_timeout);
