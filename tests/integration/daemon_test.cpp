@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
@@ -213,6 +214,84 @@ TEST(DaemonConfig, MissingNodeExits78NamingTheKey) {
 TEST(DaemonConfig, ShippedSampleIsValid) {
     auto r = pvc::test::run_command({pvcnoded(), "--check-config", std::string(PVC_TEST_SOURCE_DIR) + "/etc/pvcnoded.sample.yaml"});
     EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+// A plugin file in the reference's legacy format, as an operator drops it in.
+void legacy_plugin(const std::filesystem::path& dir, const std::string& name, const std::string& run_body) {
+    std::ofstream(dir / name) << "#!/usr/bin/env python3\n"
+                              << "from pvcnoded.objects.MonitoringInstance import MonitoringPlugin\n"
+                              << "PLUGIN_NAME = \"" << name << "\"\n"
+                              << "class MonitoringPluginScript(MonitoringPlugin):\n"
+                              << "    def setup(self):\n"
+                              << "        pass\n"
+                              << "    def run(self, coordinator_state=None):\n"
+                              << run_body
+                              << "    def cleanup(self):\n"
+                              << "        pass\n";
+}
+
+TEST_F(DaemonTest, DroppedLegacyPluginReportsWithinTwoKeepalivesAndAHungOneNeverDelaysThem) {
+    auto o = options("hv8");
+    o.plugin_dir = o.base_dir / "plugins";
+    o.keepalive_interval = 2;
+    o.extra_system_yaml = "";
+    std::filesystem::create_directories(o.plugin_dir);
+    legacy_plugin(o.plugin_dir, "example",
+                  "        self.plugin_result.set_health_delta(25)\n"
+                  "        self.plugin_result.set_message('example says hello')\n"
+                  "        self.plugin_result.set_data({'answer': 42})\n"
+                  "        return self.plugin_result\n");
+    legacy_plugin(o.plugin_dir, "sleeper", "        import time\n        time.sleep(1e9)\n");
+    auto cfg = pvc::test::write_node_config(o);
+    // The hung plugin's deadline: short, so the test sees it reported.
+    {
+        std::string text = slurp(cfg);
+        auto pos = text.find("      suicide_intervals: 0\n");
+        text.insert(pos, "      plugin_timeout: 3\n");
+        std::ofstream(cfg) << text;
+    }
+    DaemonProcess d("hv8", cfg, o.base_dir / "out.log");
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(pvc::test::eventually([&] { return state("hv8") == "run"; }, 15s)) << slurp(o.base_dir / "out.log.err");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+
+    // Within two keepalives (plus the plugin's own run) its result is in ZooKeeper.
+    auto pkey = [&](const char* k, const char* p) { return zk->get(path(k, {"hv8", p})).value_or(""); };
+    ASSERT_TRUE(pvc::test::eventually([&] { return pkey("monitoring_plugin.health_delta", "example") == "25"; }, 6s));
+    EXPECT_EQ(pkey("monitoring_plugin.message", "example"), "example says hello");
+    EXPECT_EQ(nlohmann::json::parse(pkey("monitoring_plugin.data", "example"))["answer"], 42);
+    EXPECT_EQ(zk->get(path("node.monitoring.plugins", {"hv8"})).value_or(""), "example sleeper");
+    ASSERT_TRUE(pvc::test::eventually([&] { return zk->get(path("node.monitoring.health", {"hv8"})) == "75"; }, 10s));
+
+    // Keepalives keep their rhythm although `sleeper` never returns: watch the
+    // znode's modification times for a few intervals.
+    std::vector<int64_t> mtimes;
+    pvc::zk::Stat st;
+    int64_t last = 0;
+    auto until = std::chrono::steady_clock::now() + 9s;
+    while (std::chrono::steady_clock::now() < until) {
+        zk->get(path("node.keepalive", {"hv8"}), &st);
+        if (st.mzxid != last) {
+            last = st.mzxid;
+            mtimes.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    ASSERT_GE(mtimes.size(), 4u);
+    for (size_t i = 2; i < mtimes.size(); ++i)
+        EXPECT_NEAR(mtimes[i] - mtimes[i - 1], 2000, 200) << "keepalive " << i << " delayed";
+    auto log = slurp(o.base_dir / "log" / "pvc.log");
+    EXPECT_NE(log.find("Monitoring plugin sleeper failed: Timeout"), std::string::npos) << log;
+
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait(30s), 0) << "shutdown waited on the hung plugin";
+    EXPECT_EQ(state("hv8"), "stop");
 }
 
 }  // namespace
