@@ -9,6 +9,7 @@ namespace pvc::test {
 std::string node_config_yaml(const NodeConfigOptions& o) {
     auto plugins = o.plugin_dir.empty() ? o.base_dir / "plugins" : o.plugin_dir;
     std::filesystem::create_directories(plugins);
+    std::filesystem::create_directories(o.base_dir / "console");  // libvirt's console logs live there
     std::string modules = o.module_dir.empty() ? "" : "        module_directory: " + o.module_dir.string() + "\n";
     return fmt::format(R"(---
 pvc:

@@ -151,8 +151,11 @@ void ConsoleLog::schedule(std::chrono::milliseconds after) {
         if (!self->started_) return;
         if (self->watch_descriptor_ < 0) self->watch();
         self->tick();
-        self->schedule(self->watch_descriptor_ < 0 ? std::chrono::milliseconds(kDebounce)
-                                                   : std::chrono::milliseconds(kFallbackPoll));
+        // An unwatchable file polls at the reference's pace only while its
+        // directory exists (QEMU is about to create it); otherwise slowly.
+        std::error_code fs_ec;
+        bool soon = self->watch_descriptor_ < 0 && std::filesystem::is_directory(self->file_.parent_path(), fs_ec);
+        self->schedule(soon ? std::chrono::milliseconds(kDebounce) : std::chrono::milliseconds(kFallbackPoll));
     });
 }
 
