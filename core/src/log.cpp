@@ -19,30 +19,10 @@
 
 namespace pvc {
 
-namespace ansi {
-constexpr const char* green = "\033[92m";
-constexpr const char* red = "\033[91m";
-constexpr const char* yellow = "\033[93m";
-constexpr const char* purple = "\033[95m";
-constexpr const char* blue = "\033[94m";
-constexpr const char* cyan = "\033[96m";
-constexpr const char* white = "\033[97m";
-constexpr const char* end = "\033[0m";
-}  // namespace ansi
 
 namespace {
 
-std::string timestamp() {
-    using namespace std::chrono;
-    auto now = system_clock::now();
-    auto us = duration_cast<microseconds>(now.time_since_epoch()).count() % 1000000;
-    std::time_t t = system_clock::to_time_t(now);
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    char buf[40];
-    std::strftime(buf, sizeof buf, "%Y/%m/%d %H:%M:%S", &tm);
-    return fmt::format("{}.{:06d}", buf, us);
-}
+std::string timestamp() { return timestamp_us("%Y/%m/%d %H:%M:%S"); }
 
 struct Prompt {
     const char* colour;
@@ -73,6 +53,18 @@ spdlog::level::level_enum level_of(LogState s) {
 }
 
 }  // namespace
+
+std::string timestamp_us(const char* strftime_format) {
+    using namespace std::chrono;
+    auto now = system_clock::now();
+    auto us = duration_cast<microseconds>(now.time_since_epoch()).count() % 1000000;
+    std::time_t t = system_clock::to_time_t(now);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, strftime_format, &tm);
+    return fmt::format("{}.{:06d}", buf, us);
+}
 
 // The daemon's log sink: formats lines once and hands them to spdlog sinks
 // (stdout, file) and to the ZooKeeper ring writer.

@@ -17,6 +17,22 @@ namespace pvc {
 struct Config;
 namespace zk { class Session; }
 
+// ANSI codes of the reference's console format.
+namespace ansi {
+inline constexpr const char* green = "\033[92m";
+inline constexpr const char* red = "\033[91m";
+inline constexpr const char* yellow = "\033[93m";
+inline constexpr const char* purple = "\033[95m";
+inline constexpr const char* blue = "\033[94m";
+inline constexpr const char* cyan = "\033[96m";
+inline constexpr const char* white = "\033[97m";
+inline constexpr const char* bold = "\033[1m";
+inline constexpr const char* end = "\033[0m";
+}  // namespace ansi
+
+// Local time as `strftime_format` followed by ".ffffff" (microseconds).
+std::string timestamp_us(const char* strftime_format);
+
 // The reference's log states: o ok, e error, w warning, t tick, i info, s system, d debug.
 enum class LogState { ok, error, warning, tick, info, system, debug, none };
 

@@ -23,8 +23,6 @@ namespace pvc {
 
 namespace {
 
-const char* const kColourEnd = "\033[0m";
-
 long unix_now() { return static_cast<long>(std::time(nullptr)); }
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -36,17 +34,7 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
     return out;
 }
 
-std::string tick_timestamp() {
-    using namespace std::chrono;
-    auto now = system_clock::now();
-    auto us = duration_cast<microseconds>(now.time_since_epoch()).count() % 1000000;
-    std::time_t t = system_clock::to_time_t(now);
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    return fmt::format("{}.{:06d}", buf, us);
-}
+std::string tick_timestamp() { return timestamp_us("%Y-%m-%d %H:%M:%S"); }
 
 }  // namespace
 
@@ -538,18 +526,18 @@ void Daemon::keepalive_tick(bool final_tick) {
 
     if (cfg_.log_keepalives) {
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const char* rcol = router == "primary" ? "\033[92m" : router == "secondary" ? "\033[94m" : "\033[96m";
+        const char* rcol = router == "primary" ? ansi::green : router == "secondary" ? ansi::blue : ansi::cyan;
         if (cfg_.log_colours)
-            log_.tick("\033[95m{} keepalive @ {}{} [\033[1m{}{}{}] in {:.2f} seconds", me, started, kColourEnd, rcol,
-                      router, kColourEnd, secs);
+            log_.tick("{}{} keepalive @ {}{} [{}{}{}{}] in {:.2f} seconds", ansi::purple, me, started, ansi::end,
+                      ansi::bold, rcol, router, ansi::end, secs);
         else
             log_.tick("{} keepalive @ {} [{}] in {:.2f} seconds", me, started, router, secs);
         if (cfg_.log_keepalive_cluster_details) {
             auto h = health_->health();
             std::string health = h ? std::to_string(*h) + "%" : "N/A";
             if (cfg_.log_colours) {
-                const char* hcol = !h ? "\033[94m" : *h > 90 ? "\033[92m" : *h > 50 ? "\033[93m" : "\033[91m";
-                health = std::string(hcol) + health + kColourEnd;
+                const char* hcol = !h ? ansi::blue : *h > 90 ? ansi::green : *h > 50 ? ansi::yellow : ansi::red;
+                health = std::string(hcol) + health + ansi::end;
             }
             std::string osds = report.own_osds < 0 ? (cfg_.enable_storage ? "?" : "0") : std::to_string(report.own_osds);
             log_.tick("  Maintenance: {}  Health: {}  VMs: {}  OSDs: {}  Load: {}  Memory [MiB]: Used: {}  Free: {}",

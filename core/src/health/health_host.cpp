@@ -25,14 +25,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* fmt_purple = "\033[95m";
-constexpr const char* fmt_green = "\033[92m";
-constexpr const char* fmt_yellow = "\033[93m";
-constexpr const char* fmt_red = "\033[91m";
-constexpr const char* fmt_blue = "\033[94m";
-constexpr const char* fmt_cyan = "\033[96m";
-constexpr const char* fmt_bold = "\033[1m";
-constexpr const char* fmt_end = "\033[0m";
 
 std::string two_decimals(double seconds) { return fmt::format("{:.2f}", seconds); }
 
@@ -386,13 +378,13 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
                 log.child(fmt::format("{} ({}s)", d.name, d.runtime)).tick("{} [-{}]", d.message, d.delta);
         }
         auto wall = Clock::now() - wall0;
-        const char* cst_colour = coordinator_state == "primary"   ? fmt_green
-                                 : coordinator_state == "secondary" ? fmt_blue
-                                                                    : fmt_cyan;
-        const char* health_colour = total > 90 ? fmt_green : total > 50 ? fmt_yellow : fmt_red;
-        log.tick("{}{} healthcheck @ {}{} [{}{}{}{}] result is {}{}%{} in {} seconds", fmt_purple, cfg->node,
-                 local_timestamp(start_time), fmt_end, fmt_bold, cst_colour, coordinator_state, fmt_end,
-                 health_colour, total, fmt_end, two_decimals(std::chrono::duration<double>(wall).count()));
+        const char* cst_colour = coordinator_state == "primary"   ? ansi::green
+                                 : coordinator_state == "secondary" ? ansi::blue
+                                                                    : ansi::cyan;
+        const char* health_colour = total > 90 ? ansi::green : total > 50 ? ansi::yellow : ansi::red;
+        log.tick("{}{} healthcheck @ {}{} [{}{}{}{}] result is {}{}%{} in {} seconds", ansi::purple, cfg->node,
+                 local_timestamp(start_time), ansi::end, ansi::bold, cst_colour, coordinator_state, ansi::end,
+                 health_colour, total, ansi::end, two_decimals(std::chrono::duration<double>(wall).count()));
 
         std::lock_guard g(m);
         health = total;
