@@ -166,6 +166,117 @@ TEST_F(BundledPluginTest, NicsWithoutNetworkingConfigurationFailsTheRunClearly) 
     EXPECT_EQ(message("nics"), "Initializing");
 }
 
+// nics on real veth pairs, in a network namespace of the test's own: the
+// outer test creates the namespace and the devices and re-runs this binary
+// inside it (`ip netns exec` also remounts /sys, so /sys/class/net is the
+// namespace's), where the inner test (registered only in that run, below)
+// loads the plugin, changes link states and checks every report. A veth
+// reports speed 10000 and no supported link modes ("Not reported", which
+// ethtool cannot change: `ethtool -s` is not supported by veth).
+constexpr const char* kNicsInner = "PVC_HEALTH_NICS_INNER";
+
+TEST_F(BundledPluginTest, NicsReportsVethLinksInANetworkNamespace) {
+    ASSERT_EQ(geteuid(), 0u) << "needs root for a network namespace";
+    auto ethtool = pvc::test::run_command({"ethtool", "--version"});
+    ASSERT_EQ(ethtool.status, 0) << "ethtool is not installed (tools/debian-packages.txt): " << ethtool.err;
+    auto ns = fmt::format("pvcnics{}", getpid());
+    // Removed whatever happens below: the devices die with the namespace.
+    struct Cleanup {
+        std::string ns;
+        ~Cleanup() {
+            pvc::test::run_command({"bash", "-c", fmt::format("for p in $(ip netns pids {0} 2>/dev/null); do "
+                                                              "kill -9 $p; done; ip netns del {0} 2>/dev/null; true",
+                                                              ns)});
+        }
+    } cleanup{ns};
+    // brdev: bridge device; upl: upstream; clus: cluster and storage.
+    auto up = pvc::test::run_command({"bash", "-c", fmt::format(R"(set -e
+ip netns add {0}
+ip -n {0} link set lo up
+for d in brdev upl clus; do
+  ip -n {0} link add $d type veth peer name $d-peer
+  ip -n {0} link set $d up
+  ip -n {0} link set $d-peer up
+done
+# The configured addresses. Without any IPv4 address besides loopback (only
+# the veths' IPv6 link-local ones), getaddrinfo(AI_ADDRCONFIG) would not
+# return 127.0.0.1 and the inner run could not reach its ZooKeeper.
+ip -n {0} addr add 192.0.2.1/24 dev upl
+ip -n {0} addr add 10.255.0.1/24 dev clus
+ip -n {0} addr add 10.254.0.1/24 dev clus)",
+                                                                 ns)});
+    ASSERT_EQ(up.status, 0) << up.out << up.err;
+    auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+    auto inner = pvc::test::run_command({"ip", "netns", "exec", ns, "env", std::string(kNicsInner) + "=1", self,
+                                         "--gtest_filter=BundledPluginTest.NicsInner"},
+                                        std::chrono::seconds(120));
+    EXPECT_EQ(inner.status, 0) << inner.out << inner.err;
+    EXPECT_NE(inner.out.find("[  PASSED  ] 1 test"), std::string::npos) << inner.out << inner.err;
+}
+
+class NicsInner : public BundledPluginTest {
+public:
+    void TestBody() override {
+        // Inside the namespace: exactly the devices the outer test made.
+        for (auto d : {"brdev", "upl", "clus"})
+            ASSERT_TRUE(std::filesystem::exists(std::filesystem::path("/sys/class/net") / d)) << d;
+        bundle("nics");
+        auto h = host(config(HealthOptions().with_networking({"brdev", "upl", "clus", "clus"})));
+        h->load();
+        ASSERT_EQ(h->plugin_names(), std::vector<std::string>{"nics"});
+        auto ip = [](const std::string& args) {
+            auto r = pvc::test::run_command({"bash", "-c", "ip link set " + args});
+            ASSERT_EQ(r.status, 0) << args << ": " << r.err;
+        };
+        const std::string ok = " OK at 10000 Mbps (supported speeds not reported)";
+
+        // All links up: one part per distinct device, sorted; nothing degraded.
+        pass(*h);
+        EXPECT_EQ(message("nics"), "brdev" + ok + ", clus" + ok + ", upl" + ok);
+        EXPECT_EQ(delta("nics"), 0);
+        EXPECT_EQ(h->health(), std::optional<int>(100));
+
+        // A device administratively down: -1 Mbps, +10 (as a NIC without link).
+        ip("clus down");
+        pass(*h);
+        EXPECT_EQ(message("nics"), "brdev" + ok + ", clus DEGRADED at -1 Mbps, upl" + ok);
+        EXPECT_EQ(delta("nics"), 10);
+        EXPECT_EQ(h->health(), std::optional<int>(90));
+
+        // And a second one without carrier (its peer down): +10 more.
+        ip("upl-peer down");
+        pass(*h);
+        EXPECT_EQ(message("nics"), "brdev" + ok + ", clus DEGRADED at -1 Mbps, upl DEGRADED at -1 Mbps");
+        EXPECT_EQ(delta("nics"), 20);
+        EXPECT_EQ(h->health(), std::optional<int>(80));
+
+        // Links back: all OK again.
+        ip("clus up");
+        ip("upl-peer up");
+        for (auto d : {"clus", "upl"})
+            ASSERT_TRUE(pvc::test::eventually(
+                [&] {
+                    std::ifstream f(std::filesystem::path("/sys/class/net") / d / "carrier");
+                    std::string c;
+                    return (f >> c) && c == "1";
+                },
+                5s))
+                << d << " has no carrier";
+        pass(*h);
+        EXPECT_EQ(message("nics"), "brdev" + ok + ", clus" + ok + ", upl" + ok);
+        EXPECT_EQ(delta("nics"), 0);
+        EXPECT_FALSE(log_has("Monitoring plugin nics failed", 0ms)) << log_text();
+    }
+};
+
+// Registered only in the inner run, so the normal run has no skipped test.
+[[maybe_unused]] const bool nics_inner_registered = [] {
+    if (getenv(kNicsInner))
+        ::testing::RegisterTest("BundledPluginTest", "NicsInner", nullptr, nullptr, __FILE__, __LINE__,
+                                []() -> BundledPluginTest* { return new NicsInner; });
+    return true;
+}();
+
 TEST_F(BundledPluginTest, ZkprConnectsToThisNodesZooKeeperMember) {
     bundle("zkpr.so");
     // This node is the coordinator "localhost" whose member is the test server.

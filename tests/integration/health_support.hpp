@@ -30,6 +30,12 @@ struct HealthOptions {
     std::optional<int> monitoring_interval;
     int plugin_timeout = 2;
     std::string ipmi_host = "127.0.0.1";
+    // enable_networking with these core devices (networking.bridge_device and
+    // the upstream/cluster/storage devices); networking off when unset.
+    struct Devices {
+        std::string bridge, upstream, cluster, storage;
+    };
+    std::optional<Devices> networking;
 
     HealthOptions& with_node(std::string v) { node = std::move(v); return *this; }
     HealthOptions& with_coordinators(std::string v) { coordinators = std::move(v); return *this; }
@@ -37,6 +43,7 @@ struct HealthOptions {
     HealthOptions& with_monitoring_interval(int v) { monitoring_interval = v; return *this; }
     HealthOptions& with_plugin_timeout(int v) { plugin_timeout = v; return *this; }
     HealthOptions& with_ipmi_host(std::string v) { ipmi_host = std::move(v); return *this; }
+    HealthOptions& with_networking(Devices v) { networking = std::move(v); return *this; }
 };
 
 class HealthTest : public ::testing::Test {
@@ -69,15 +76,13 @@ pvc:
   debug: false
   functions:
     enable_hypervisor: false
-    enable_networking: false
+    enable_networking: {net}
     enable_storage: false
     enable_api: false
   cluster:
     coordinators: {coords}
     networks:
-      cluster:
-        domain: pvc.local
-  system:
+{networks}{coordinator}  system:
     intervals:
       vm_shutdown_timeout: 5
       keepalive_interval: {ka}
@@ -111,8 +116,12 @@ pvc:
         log_keepalive_plugin_details: true
         console_log_lines: 100
         node_log_lines: 200
-)",
+{devices})",
                                        fmt::arg("node", opt.node), fmt::arg("coords", opt.coordinators),
+                                       fmt::arg("net", opt.networking ? "true" : "false"),
+                                       fmt::arg("networks", opt.networking ? networking_networks : "      cluster:\n        domain: pvc.local\n"),
+                                       fmt::arg("coordinator", opt.networking ? networking_coordinator : ""),
+                                       fmt::arg("devices", opt.networking ? networking_devices(*opt.networking) : std::string()),
                                        fmt::arg("ka", opt.keepalive_interval),
                                        fmt::arg("mi", opt.monitoring_interval
                                                           ? fmt::format("      monitoring_interval: {}\n",
@@ -122,6 +131,37 @@ pvc:
                                        fmt::arg("plugins", plugins_.string()),
                                        fmt::arg("base", dir_.path().string()));
         return parse_config(yaml, "health-test.yaml", HostIdentity::from_hostname(opt.node + ".pvc.local"));
+    }
+
+    // The networking sections of a config with enable_networking (addresses
+    // given explicitly: the test node names carry no host number).
+    static constexpr const char* networking_networks = R"(      upstream:
+        domain: example.com
+        network: 192.0.2.0/24
+        floating_ip: 192.0.2.10/24
+      cluster:
+        domain: pvc.local
+        network: 10.255.0.0/24
+        floating_ip: 10.255.0.254/24
+      storage:
+        domain: pvc.storage
+        network: 10.254.0.0/24
+        floating_ip: 10.254.0.254/24
+)";
+    static constexpr const char* networking_coordinator = R"(  coordinator:
+    dns:
+      database: {host: localhost, port: 5432, name: pvcdns, user: pvcdns, pass: pvcdnsPassw0rd}
+    metadata:
+      database: {host: localhost, port: 5432, name: pvcapi, user: pvcapi, pass: pvcapiPassw0rd}
+)";
+    static std::string networking_devices(const HealthOptions::Devices& d) {
+        return fmt::format(R"(      networking:
+        bridge_device: {}
+        upstream: {{device: {}, mtu: 1500, address: 192.0.2.1/24}}
+        cluster: {{device: {}, mtu: 1500, address: 10.255.0.1/24}}
+        storage: {{device: {}, mtu: 1500, address: 10.254.0.1/24}}
+)",
+                           d.bridge, d.upstream, d.cluster, d.storage);
     }
 
     std::unique_ptr<HealthHost> host(const Config& cfg) {
