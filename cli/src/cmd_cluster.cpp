@@ -1,10 +1,11 @@
-// pvc cluster status | maintenance on|off
+// pvc cluster init | status | maintenance on|off
 #include <iostream>
 #include <map>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "model.hpp"
+#include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
 #include "table.hpp"
 
@@ -111,9 +112,22 @@ void cluster_status() {
 }  // namespace
 
 void add_cluster_commands(CLI::App& app) {
-    auto* cluster = app.add_subcommand("cluster", "Cluster-wide status and maintenance mode");
+    auto* cluster = app.add_subcommand("cluster", "Cluster initialisation, status and maintenance mode");
     cluster->require_subcommand(1);
     cluster->footer("Examples:\n  pvc cluster status\n  pvc cluster status --format json\n  pvc cluster maintenance on");
+
+    auto* init = cluster->add_subcommand("init", "Initialise an empty cluster: the base keys, schema version 10");
+    init->footer("Creates every missing base key (/schema/version = 10, /config, /nodes, /domains, ...).\n"
+                 "Existing data is never overwritten; a cluster at another schema version is refused.\n\n"
+                 "Examples:\n  pvc --zookeeper pvchv1:2181 cluster init");
+    init->callback([] {
+        try {
+            init_cluster(*session());
+        } catch (const SchemaError& e) {
+            throw Failure(e.what());
+        }
+        std::cout << "Cluster initialised (schema version " << schema::version << ")." << std::endl;
+    });
 
     auto* status = cluster->add_subcommand("status", "Show cluster health, nodes and VM counts by state");
     add_format_option(status);

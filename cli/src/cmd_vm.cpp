@@ -32,6 +32,7 @@ struct VmArgs {
     std::vector<std::string> tags, protected_tags;
     bool autostart = false, no_autostart = false;
     bool wait = false, force = false, live = false, restart = false, yes = false, follow = false, xml = false;
+    bool no_resource_check = false;  // define/modify: skip the reference's memory/vCPU admission
     long lines = 100;
     std::string state_filter, node_filter, tag_filter;
 };
@@ -187,7 +188,7 @@ void vm_define() {
         if (!t) throw Failure("no node can take VM " + x.name + " (no node in run+ready state within the limit); use --node");
         node = *t;
     }
-    check_resources(x, node);
+    if (!a.no_resource_check) check_resources(x, node);
     std::string method = a.method.empty() ? "none" : a.method;
     for (const auto& nic : x.interfaces)
         if (nic.type == "hostdev") method = "shutdown";  // SR-IOV hostdev NICs cannot live-migrate
@@ -462,6 +463,8 @@ void add_vm_commands(CLI::App& app) {
     define->add_option("-s,--node-selector", a.selector, "Target selector: mem, memprov, load, vcpus, vms, none")
         ->check(CLI::IsMember(kSelectors));
     define->add_flag("-a,--autostart", a.autostart, "Start the VM when its node is next readied");
+    define->add_flag("--no-resource-check", a.no_resource_check,
+                     "Skip the memory and vCPU admission (vCPUs < node CPUs - 2), e.g. on small lab nodes");
     define->add_option("-m,--migration-method", a.method, "live, shutdown or none (live, then shutdown)")
         ->check(CLI::IsMember(kMethods));
     define->add_option("-g,--tag", a.tags, "Add a tag (repeatable)");

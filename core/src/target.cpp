@@ -58,6 +58,9 @@ std::optional<double> parse_double(const std::optional<std::string>& s) {
 std::optional<std::string> choose(const std::vector<NodeFigures>& nodes, const Request& request) {
     std::string sel_text = request.node_selector.value_or("none");
     if (sel_text == "none" || sel_text == "None") sel_text = request.cluster_selector;
+    // No cluster default published yet (no primary has run a keepalive):
+    // the daemon's own default, as every primary would publish it.
+    if (sel_text.empty() && request.node_selector.value_or("none") != "") sel_text = "mem";
     auto selector = parse_selector(sel_text);
     if (!selector) return std::nullopt;
 

@@ -17,7 +17,12 @@ up() {
     "$HERE/zookeeper.sh" start
     for n in "$@"; do "$HERE/libvirtd.sh" start "$n"; done
     # With a daemon binary given, every node runs pvcnoded too.
-    if [ -n "${PVC_LAB_PVCNODED:-}" ]; then for n in "$@"; do "$HERE/node.sh" start "$n"; done; fi
+    if [ -n "${PVC_LAB_PVCNODED:-}" ]; then
+        # An empty ZooKeeper is a new cluster: initialise it (schema 10) with the CLI built beside the daemon.
+        local pvc; pvc=$(dirname "$PVC_LAB_PVCNODED")/pvc; [ -x "$pvc" ] || pvc=pvc
+        "$pvc" --zookeeper "$("$HERE/zookeeper.sh" hosts)" cluster init >/dev/null
+        for n in "$@"; do "$HERE/node.sh" start "$n"; done
+    fi
     echo "lab up: nodes $*; guests use domain type $(lab_accel); zookeeper $("$HERE/zookeeper.sh" hosts)"
 }
 down() {

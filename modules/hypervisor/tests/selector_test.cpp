@@ -76,6 +76,10 @@ TEST(Selector, NoneAndAbsentUseTheClusterDefaultAndUnknownMeansNoTarget) {
     EXPECT_EQ(target::choose({node("a", 900, 1, 0, 5), node("b", 10, 1, 0, 1)}, r), "b");
     r.node_selector = "";
     EXPECT_EQ(target::choose({node("a", 900)}, r), std::nullopt);
+    // No cluster default published (no primary yet): the reference default, mem.
+    r.node_selector = "none";
+    r.cluster_selector = "";
+    EXPECT_EQ(target::choose({node("a", 900, 1, 0, 5), node("b", 10, 1, 0, 1)}, r), "a");
     r.node_selector = "bogus";
     EXPECT_EQ(target::choose({node("a", 900)}, r), std::nullopt);
 }
