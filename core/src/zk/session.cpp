@@ -798,17 +798,21 @@ void SessionImpl::refresh(const std::shared_ptr<WatchState>& w, bool force) {
     }
 }
 
-std::shared_ptr<Watch> SessionImpl::watch_data(const std::string& path, DataCallback cb) {
-    auto w = std::make_shared<WatchState>();
-    w->path = path;
-    w->dcb = std::move(cb);
+std::shared_ptr<Watch> SessionImpl::add_watch(std::shared_ptr<WatchState> w) {
     {
         std::lock_guard l(reg_m_);
-        watches_.emplace(path, w);
+        watches_.emplace(w->path, w);
     }
     // Raw `this`: a queued task always runs before the destructor's close() lets the thread stop.
     run_on_event_thread([this, w] { refresh(w, true); });
     return std::make_shared<WatchHandle>(std::static_pointer_cast<SessionImpl>(shared_from_this()), w);
+}
+
+std::shared_ptr<Watch> SessionImpl::watch_data(const std::string& path, DataCallback cb) {
+    auto w = std::make_shared<WatchState>();
+    w->path = path;
+    w->dcb = std::move(cb);
+    return add_watch(std::move(w));
 }
 
 std::shared_ptr<Watch> SessionImpl::watch_children(const std::string& path, ChildrenCallback cb) {
@@ -816,13 +820,7 @@ std::shared_ptr<Watch> SessionImpl::watch_children(const std::string& path, Chil
     w->path = path;
     w->children = true;
     w->ccb = std::move(cb);
-    {
-        std::lock_guard l(reg_m_);
-        watches_.emplace(path, w);
-    }
-    // Raw `this`: a queued task always runs before the destructor's close() lets the thread stop.
-    run_on_event_thread([this, w] { refresh(w, true); });
-    return std::make_shared<WatchHandle>(std::static_pointer_cast<SessionImpl>(shared_from_this()), w);
+    return add_watch(std::move(w));
 }
 
 std::shared_ptr<Watch> SessionImpl::on_session_event(SessionCallback cb) {

@@ -77,6 +77,8 @@ public:
 
     std::shared_ptr<Watch> watch_data(const std::string& path, DataCallback cb) override;
     std::shared_ptr<Watch> watch_children(const std::string& path, ChildrenCallback cb) override;
+    // Registers a prepared watch, fires it once on the event thread, returns its handle.
+    std::shared_ptr<Watch> add_watch(std::shared_ptr<WatchState> w);
     std::shared_ptr<Watch> on_session_event(SessionCallback cb) override;
     std::string session_password() const override;
 
