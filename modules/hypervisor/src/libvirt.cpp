@@ -50,8 +50,9 @@ std::shared_ptr<EventLoop> EventLoop::acquire() {
     std::lock_guard g(g_loop_mutex);
     if (auto l = g_loop.lock()) return l;
     auto impl = std::make_unique<Impl>();
-    // A periodic no-op timer wakes virEventRunDefaultImpl so the thread can notice `stop`.
-    impl->timer = virEventAddTimeout(200, [](int, void*) {}, nullptr, nullptr);
+    // A disabled no-op timer: stopping enables it (fires at once), which wakes
+    // virEventRunDefaultImpl so the thread notices `stop` (no periodic wake-ups).
+    impl->timer = virEventAddTimeout(-1, [](int, void*) {}, nullptr, nullptr);
     auto* raw = impl.get();
     impl->thread = std::thread([raw] {
         while (!raw->stop.load()) virEventRunDefaultImpl();
@@ -63,6 +64,7 @@ std::shared_ptr<EventLoop> EventLoop::acquire() {
 
 EventLoop::~EventLoop() {
     impl_->stop = true;
+    if (impl_->timer >= 0) virEventUpdateTimeout(impl_->timer, 0);
     if (impl_->thread.joinable()) impl_->thread.join();
     if (impl_->timer >= 0) virEventRemoveTimeout(impl_->timer);
 }
