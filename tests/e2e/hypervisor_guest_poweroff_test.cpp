@@ -26,22 +26,15 @@ using namespace std::chrono_literals;
 using pvc::e2e::Client;
 using pvc::e2e::Lab;
 using pvc::e2e::NodeView;
+using pvc::e2e::wait_for;
+using pvc::e2e::since;
+using pvc::e2e::contains_word;
 using Clock = std::chrono::steady_clock;
 
 constexpr int keepalive_s = 5;
 constexpr int poweroff_delay_s = 2;
 constexpr const char* marker_up = "pvc-guest: up";
 constexpr const char* marker_poweroff = "pvc-guest: poweroff";
-
-template <class Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds timeout, std::chrono::milliseconds step = 20ms) {
-    auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(step);
-    }
-    return pred();
-}
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 

@@ -18,23 +18,10 @@ using namespace std::chrono_literals;
 using pvc::e2e::Client;
 using pvc::e2e::Lab;
 using pvc::e2e::NodeView;
+using pvc::e2e::wait_for;
+using pvc::e2e::since;
+using pvc::e2e::contains_word;
 using Clock = std::chrono::steady_clock;
-
-template <class Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
-    auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(20ms);
-    }
-    return pred();
-}
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-bool contains_word(const std::string& list, const std::string& word) {
-    return (" " + list + " ").find(" " + word + " ") != std::string::npos;
-}
 
 // Polls both libvirtds while a migration runs. The target is read before the
 // source: a source seen RUNNING after the target was seen RUNNING means both

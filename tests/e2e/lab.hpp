@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <libvirt/libvirt.h>
@@ -121,5 +122,27 @@ std::string tiny_domain_xml(const std::string& type, const std::string& name, co
 
 // A fresh random UUID (lowercase 8-4-4-4-12).
 std::string random_uuid();
+
+// Polls `pred` every `step` until true or `timeout`; returns the last result.
+template <class Pred>
+bool wait_for(Pred pred, std::chrono::milliseconds timeout,
+              std::chrono::milliseconds step = std::chrono::milliseconds(20)) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(step);
+    }
+    return pred();
+}
+
+// Seconds since `t0`.
+inline double since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// True if `word` is one of the space-separated items of `list`.
+inline bool contains_word(const std::string& list, const std::string& word) {
+    return (" " + list + " ").find(" " + word + " ") != std::string::npos;
+}
 
 }  // namespace pvc::e2e
