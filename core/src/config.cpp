@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -808,37 +809,96 @@ Config load_config(const std::filesystem::path& file, const std::optional<HostId
 
 // ---------------------------------------------------------------------------
 // The flat dictionary of the reference (health-plugins.md §2).
+//
+// The reference builds its dictionary in groups, and a group exists only when
+// its function is enabled: the networking keys (networks, devices, bridge,
+// SR-IOV, the DNS and metadata databases) only with enable_networking, the
+// Ceph keys only with enable_storage. A key of a disabled group is absent, not
+// None: a legacy plugin reading it fails its run (KeyError) and changes
+// nothing, as on a reference node, instead of running on None values.
+// Keys of our own (libvirt_uri, plugin_timeout, ...) are not in it: no legacy
+// plugin can know them.
 
-nlohmann::json Config::flat() const {
-    using nlohmann::json;
-    auto opt = [](const auto& v) -> json { return v ? json(*v) : json(nullptr); };
-    auto str_or_null = [](const std::string& v) -> json { return v.empty() ? json(nullptr) : json(v); };
-    auto path_or_null = [](const std::filesystem::path& p) -> json {
-        return p.empty() ? json(nullptr) : json(p.string());
-    };
-    auto sub = [](const std::filesystem::path& p, const char* leaf) -> json {
-        return p.empty() ? json(nullptr) : json(p.string() + "/" + leaf);
-    };
+namespace {
 
-    json j = json::object();
-    j["node"] = node;
-    j["node_hostname"] = host.hostname;
-    j["node_fqdn"] = host.fqdn;
-    j["node_domain"] = host.domain;
-    j["node_id"] = host.node_id;
-    j["debug"] = debug;
-    j["daemon_mode"] = daemon_mode;
-    j["coordinators"] = coordinators;
-    j["zookeeper_hosts"] = zookeeper_hosts;
+using nlohmann::json;
 
-    j["enable_hypervisor"] = enable_hypervisor;
-    j["enable_networking"] = enable_networking;
-    j["enable_storage"] = enable_storage;
-    j["enable_api"] = enable_api;
+json opt(const auto& v) { return v ? json(*v) : json(nullptr); }
+json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
+json path_or_null(const std::filesystem::path& p) { return p.empty() ? json(nullptr) : json(p.string()); }
+json sub(const std::filesystem::path& p, const char* leaf) {
+    return p.empty() ? json(nullptr) : json(p.string() + "/" + leaf);
+}
 
-    for (const auto& [role, n] : {std::pair<const char*, const NetworkRole*>{"upstream", &upstream},
-                                  {"cluster", &cluster},
-                                  {"storage", &storage}}) {
+// Keys every reference node has, whatever its functions.
+void general_keys(const Config& c, json& j) {
+    j["node"] = c.node;
+    j["node_hostname"] = c.host.hostname;
+    j["node_fqdn"] = c.host.fqdn;
+    j["node_domain"] = c.host.domain;
+    // The reference keeps the digits as text, and the integer 0 when the
+    // hostname has none.
+    bool has_digits = std::any_of(c.host.hostname.begin(), c.host.hostname.end(),
+                                  [](unsigned char ch) { return std::isdigit(ch); });
+    j["node_id"] = has_digits ? json(c.host.node_id) : json(0);
+    j["debug"] = c.debug;
+    j["daemon_mode"] = c.daemon_mode;
+    j["coordinators"] = c.coordinators;
+
+    j["enable_hypervisor"] = c.enable_hypervisor;
+    j["enable_networking"] = c.enable_networking;
+    j["enable_storage"] = c.enable_storage;
+    j["enable_api"] = c.enable_api;
+
+    j["vm_shutdown_timeout"] = c.vm_shutdown_timeout;
+    j["keepalive_interval"] = c.keepalive_interval;
+    // Passes follow the keepalive unless spaced further apart.
+    j["monitoring_interval"] = c.monitoring_interval.value_or(c.keepalive_interval);
+    j["fence_intervals"] = c.fence_intervals;
+    j["suicide_intervals"] = c.suicide_intervals;
+
+    j["successful_fence"] = str_or_null(c.successful_fence);
+    j["failed_fence"] = str_or_null(c.failed_fence);
+    j["ipmi_hostname"] = c.ipmi_hostname;
+    j["ipmi_username"] = c.ipmi_username;
+    j["ipmi_password"] = c.ipmi_password;
+    j["migration_target_selector"] = c.migration_target_selector;
+
+    j["plugin_directory"] = c.plugin_directory.string();
+    j["dynamic_directory"] = path_or_null(c.dynamic_directory);
+    j["log_directory"] = path_or_null(c.log_directory);
+    j["console_log_directory"] = path_or_null(c.console_log_directory);
+    j["dnsmasq_dynamic_directory"] = sub(c.dynamic_directory, "dnsmasq");
+    j["pdns_dynamic_directory"] = sub(c.dynamic_directory, "pdns");
+    j["nft_dynamic_directory"] = sub(c.dynamic_directory, "nft");
+    j["dnsmasq_log_directory"] = sub(c.log_directory, "dnsmasq");
+    j["pdns_log_directory"] = sub(c.log_directory, "pdns");
+    j["nft_log_directory"] = sub(c.log_directory, "nft");
+
+    j["file_logging"] = c.file_logging;
+    j["stdout_logging"] = c.stdout_logging;
+    j["zookeeper_logging"] = c.zookeeper_logging;
+    j["log_colours"] = c.log_colours;
+    j["log_dates"] = c.log_dates;
+    j["log_keepalives"] = c.log_keepalives;
+    j["log_keepalive_cluster_details"] = c.log_keepalive_cluster_details;
+    j["log_keepalive_plugin_details"] = c.log_keepalive_plugin_details;
+    j["console_log_lines"] = c.console_log_lines;
+    j["node_log_lines"] = c.node_log_lines;
+
+    // The reference adds static_data with the Ceph keys, but its start-up
+    // banner reads it on every node: a reference node without storage does
+    // not start at all. Every node of ours has it.
+    j["static_data"] = c.host.static_data;
+    j["pvcnoded_version"] = c.pvcnoded_version;
+}
+
+// enable_networking: the three networks, this node's devices and addresses,
+// the bridge and SR-IOV settings, the coordinators' databases.
+void networking_keys(const Config& c, json& j) {
+    for (const auto& [role, n] : {std::pair<const char*, const NetworkRole*>{"upstream", &c.upstream},
+                                  {"cluster", &c.cluster},
+                                  {"storage", &c.storage}}) {
         std::string p = role;
         j[p + "_domain"] = opt(n->domain);
         j[p + "_network"] = opt(n->network);
@@ -849,8 +909,17 @@ nlohmann::json Config::flat() const {
         j[p + "_dev_ip"] = n->dev_ip ? json(*n->dev_ip) : opt(n->address);
     }
 
-    for (const auto& [prefix, db] : {std::pair<const char*, const DatabaseConfig*>{"pdns", &dns_database},
-                                     {"metadata", &metadata_database}}) {
+    j["bridge_dev"] = opt(c.bridge_dev);
+    j["bridge_mtu"] = opt(c.bridge_mtu);
+    j["enable_sriov"] = c.enable_sriov;
+    json devices = json::array();
+    for (const auto& d : c.sriov_devices) {
+        devices.push_back({{"phy", d.phy}, {"mtu", opt(d.mtu)}, {"vfcount", d.vfcount}});
+    }
+    j["sriov_device"] = std::move(devices);
+
+    for (const auto& [prefix, db] : {std::pair<const char*, const DatabaseConfig*>{"pdns", &c.dns_database},
+                                     {"metadata", &c.metadata_database}}) {
         std::string p = std::string(prefix) + "_postgresql_";
         j[p + "host"] = opt(db->host);
         j[p + "port"] = opt(db->port);
@@ -858,63 +927,32 @@ nlohmann::json Config::flat() const {
         j[p + "user"] = opt(db->user);
         j[p + "password"] = opt(db->pass);
     }
+}
 
-    j["vm_shutdown_timeout"] = vm_shutdown_timeout;
-    j["keepalive_interval"] = keepalive_interval;
-    // Passes follow the keepalive unless spaced further apart.
-    j["monitoring_interval"] = monitoring_interval.value_or(keepalive_interval);
-    j["plugin_timeout"] = plugin_timeout;
-    j["fence_intervals"] = fence_intervals;
-    j["suicide_intervals"] = suicide_intervals;
+// enable_storage: the Ceph client files.
+void storage_keys(const Config& c, json& j) {
+    j["ceph_config_file"] = opt(c.ceph_config_file);
+    j["ceph_admin_keyring"] = opt(c.ceph_admin_keyring);
+}
 
-    j["successful_fence"] = str_or_null(successful_fence);
-    j["failed_fence"] = str_or_null(failed_fence);
-    j["ipmi_hostname"] = ipmi_hostname;
-    j["ipmi_username"] = ipmi_username;
-    j["ipmi_password"] = ipmi_password;
-    j["migration_target_selector"] = migration_target_selector;
+// One row per group of the reference's dictionary: the function that enables
+// it (none: always present) and the keys it adds.
+struct FlatGroup {
+    bool Config::*enabled;
+    void (*add)(const Config&, json&);
+};
+constexpr FlatGroup flat_groups[] = {
+    {nullptr, general_keys},
+    {&Config::enable_networking, networking_keys},
+    {&Config::enable_storage, storage_keys},
+};
 
-    j["libvirt_uri"] = libvirt_uri;
-    j["migration_uri"] = migration_uri;
-    j["max_parallel_migrations"] = max_parallel_migrations;
+}  // namespace
 
-    j["plugin_directory"] = plugin_directory.string();
-    j["module_directory"] = path_or_null(module_directory);
-    j["dynamic_directory"] = path_or_null(dynamic_directory);
-    j["log_directory"] = path_or_null(log_directory);
-    j["console_log_directory"] = path_or_null(console_log_directory);
-    j["dnsmasq_dynamic_directory"] = sub(dynamic_directory, "dnsmasq");
-    j["pdns_dynamic_directory"] = sub(dynamic_directory, "pdns");
-    j["nft_dynamic_directory"] = sub(dynamic_directory, "nft");
-    j["dnsmasq_log_directory"] = sub(log_directory, "dnsmasq");
-    j["pdns_log_directory"] = sub(log_directory, "pdns");
-    j["nft_log_directory"] = sub(log_directory, "nft");
-
-    j["file_logging"] = file_logging;
-    j["stdout_logging"] = stdout_logging;
-    j["zookeeper_logging"] = zookeeper_logging;
-    j["log_colours"] = log_colours;
-    j["log_dates"] = log_dates;
-    j["log_keepalives"] = log_keepalives;
-    j["log_keepalive_cluster_details"] = log_keepalive_cluster_details;
-    j["log_keepalive_plugin_details"] = log_keepalive_plugin_details;
-    j["console_log_lines"] = console_log_lines;
-    j["node_log_lines"] = node_log_lines;
-
-    j["bridge_dev"] = opt(bridge_dev);
-    j["bridge_mtu"] = opt(bridge_mtu);
-    j["enable_sriov"] = enable_sriov;
-    json devices = json::array();
-    for (const auto& d : sriov_devices) {
-        devices.push_back({{"phy", d.phy}, {"mtu", opt(d.mtu)}, {"vfcount", d.vfcount}});
-    }
-    j["sriov_device"] = std::move(devices);
-
-    j["ceph_config_file"] = opt(ceph_config_file);
-    j["ceph_admin_keyring"] = opt(ceph_admin_keyring);
-
-    j["static_data"] = host.static_data;
-    j["pvcnoded_version"] = pvcnoded_version;
+nlohmann::json Config::flat() const {
+    json j = json::object();
+    for (const auto& g : flat_groups)
+        if (!g.enabled || this->*g.enabled) g.add(*this, j);
     return j;
 }
 

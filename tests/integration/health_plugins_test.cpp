@@ -148,22 +148,39 @@ TEST_F(BundledPluginTest, KeydbReportsRefusedConnection) {
 
 TEST_F(BundledPluginTest, PsqlReportsUnreachableDatabase) {
     bundle("psql");
-    auto h = host(config());
+    // The database keys exist with networking on (the devices need not).
+    auto h = host(config(HealthOptions().with_networking({"brdev", "upl", "clus", "clus"})));
     h->load();
     pass(*h);
     // No Patroni here, and the node name does not resolve.
-    EXPECT_EQ(message("psql").rfind("Failed to connect to PostgreSQL database ", 0), 0u) << message("psql");
+    EXPECT_EQ(message("psql").rfind("Failed to connect to PostgreSQL database pvcapi: ", 0), 0u) << message("psql");
     EXPECT_EQ(delta("psql"), 50);
+    EXPECT_EQ(key("node.monitoring.health"), "50");
+}
+
+// With networking off the reference's dictionary has no database keys: the
+// plugin's run fails (the KeyError of the port is caught, the one of the
+// database name in its message is not) and the node's health is untouched
+// (no false drop of 50 for a database this node was never meant to have).
+TEST_F(BundledPluginTest, PsqlWithoutNetworkingFailsItsRunAndSubtractsNothing) {
+    bundle("psql");
+    auto h = host(config());  // enable_networking: false
+    h->load();
+    pass(*h);
+    EXPECT_TRUE(log_has("Monitoring plugin psql failed: KeyError: 'metadata_postgresql_dbname'")) << log_text();
+    EXPECT_EQ(message("psql"), "Initializing");
+    EXPECT_EQ(delta("psql"), 0);
+    EXPECT_EQ(key("node.monitoring.health"), "100");
 }
 
 TEST_F(BundledPluginTest, NicsWithoutNetworkingConfigurationFailsTheRunClearly) {
     bundle("nics");
-    auto h = host(config());  // enable_networking: false -> no core devices configured
+    auto h = host(config());  // enable_networking: false -> no device keys, as on a reference node
     h->load();
     pass(*h);
-    EXPECT_TRUE(log_has("Monitoring plugin nics failed: FileNotFoundError:"));
-    EXPECT_TRUE(log_has("/sys/class/net/None/uevent"));
+    EXPECT_TRUE(log_has("Monitoring plugin nics failed: KeyError: 'bridge_dev'")) << log_text();
     EXPECT_EQ(message("nics"), "Initializing");
+    EXPECT_EQ(delta("nics"), 0);
 }
 
 // nics on real veth pairs, in a network namespace of the test's own: the

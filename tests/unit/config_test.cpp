@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -629,16 +630,78 @@ TEST(ConfigFlat, ReferenceNamesAndNaturalTypes) {
 }
 
 TEST(ConfigFlat, AbsentValuesAreNull) {
-    auto j = pvc::parse_config(minimal, "t", host()).flat();
-    EXPECT_TRUE(j["cluster_dev_ip"].is_null());
-    EXPECT_TRUE(j["upstream_domain"].is_null());
-    EXPECT_TRUE(j["pdns_postgresql_port"].is_null());
+    auto c = pvc::parse_config(minimal, "t", host());
+    auto j = c.flat();
     EXPECT_TRUE(j["successful_fence"].is_null());
-    EXPECT_TRUE(j["bridge_dev"].is_null());
-    EXPECT_TRUE(j["ceph_config_file"].is_null());
+    EXPECT_TRUE(j["failed_fence"].is_null());
     EXPECT_TRUE(j["console_log_directory"].is_null());
     EXPECT_EQ(j["monitoring_interval"], 5);  // a pass per keepalive
     EXPECT_EQ(j["ipmi_username"], "null");
+    // Within an enabled group, an unset value is None.
+    auto net = pvc::parse_config(replace(sample_text(), "        gateway: \"192.0.2.254\"\n", ""), "t", host()).flat();
+    ASSERT_TRUE(net.contains("upstream_gateway"));
+    EXPECT_TRUE(net["upstream_gateway"].is_null());
+}
+
+// The reference's dictionary, group by group (its pvcnoded/util/config.py):
+// keys every node has, and the keys enable_networking and enable_storage add.
+const std::set<std::string> kGeneralKeys = {
+    "node", "node_hostname", "node_fqdn", "node_domain", "node_id", "coordinators", "debug", "daemon_mode",
+    "enable_hypervisor", "enable_networking", "enable_storage", "enable_api",
+    "plugin_directory", "dynamic_directory", "log_directory", "console_log_directory",
+    "dnsmasq_dynamic_directory", "pdns_dynamic_directory", "nft_dynamic_directory",
+    "dnsmasq_log_directory", "pdns_log_directory", "nft_log_directory",
+    "file_logging", "stdout_logging", "zookeeper_logging", "log_colours", "log_dates", "log_keepalives",
+    "log_keepalive_cluster_details", "log_keepalive_plugin_details", "console_log_lines", "node_log_lines",
+    "vm_shutdown_timeout", "keepalive_interval", "monitoring_interval", "fence_intervals", "suicide_intervals",
+    "successful_fence", "failed_fence", "ipmi_hostname", "ipmi_username", "ipmi_password",
+    "migration_target_selector", "static_data", "pvcnoded_version"};
+const std::set<std::string> kNetworkingKeys = {
+    "cluster_domain", "cluster_network", "cluster_floating_ip", "cluster_dev", "cluster_mtu", "cluster_dev_ip",
+    "storage_domain", "storage_network", "storage_floating_ip", "storage_dev", "storage_mtu", "storage_dev_ip",
+    "upstream_domain", "upstream_network", "upstream_floating_ip", "upstream_gateway", "upstream_dev",
+    "upstream_mtu", "upstream_dev_ip", "bridge_dev", "bridge_mtu", "enable_sriov", "sriov_device",
+    "pdns_postgresql_host", "pdns_postgresql_port", "pdns_postgresql_dbname", "pdns_postgresql_user",
+    "pdns_postgresql_password", "metadata_postgresql_host", "metadata_postgresql_port",
+    "metadata_postgresql_dbname", "metadata_postgresql_user", "metadata_postgresql_password"};
+const std::set<std::string> kStorageKeys = {"ceph_config_file", "ceph_admin_keyring"};
+
+std::set<std::string> keys_of(const nlohmann::json& j) {
+    std::set<std::string> out;
+    for (const auto& [k, v] : j.items()) out.insert(k);
+    return out;
+}
+
+// A key of a disabled function is absent (a legacy plugin reading it fails
+// its run, as on a reference node), never None; and no key of our own.
+TEST(ConfigFlat, KeysAreExactlyTheReferencesForTheNodesFunctions) {
+    for (bool networking : {false, true}) {
+        for (bool storage : {false, true}) {
+            for (bool hypervisor : {false, true}) {
+                std::string text = sample_text();
+                if (!networking) text = replace(text, "enable_networking: True", "enable_networking: False");
+                if (!storage) text = replace(text, "enable_storage: True", "enable_storage: False");
+                if (!hypervisor) text = replace(text, "enable_hypervisor: True", "enable_hypervisor: False");
+                auto j = pvc::parse_config(text, "t", host()).flat();
+                std::set<std::string> expected = kGeneralKeys;
+                if (networking) expected.insert(kNetworkingKeys.begin(), kNetworkingKeys.end());
+                if (storage) expected.insert(kStorageKeys.begin(), kStorageKeys.end());
+                EXPECT_EQ(keys_of(j), expected)
+                    << "networking " << networking << ", storage " << storage << ", hypervisor " << hypervisor;
+                EXPECT_EQ(j["enable_networking"], networking);
+                EXPECT_EQ(j["enable_storage"], storage);
+            }
+        }
+    }
+    // The minimal file (every function off): general keys only.
+    EXPECT_EQ(keys_of(pvc::parse_config(minimal, "t", host()).flat()), kGeneralKeys);
+}
+
+TEST(ConfigFlat, NodeIdIsTextOrTheIntegerZero) {
+    EXPECT_EQ(pvc::parse_config(minimal, "t", host("hv01.example.com")).flat()["node_id"], "01");
+    EXPECT_EQ(pvc::parse_config(minimal, "t", host("pvchv0.example.com")).flat()["node_id"], "0");
+    // No digits: the reference's findall(...)[-1] raises and it falls back to 0.
+    EXPECT_EQ(pvc::parse_config(minimal, "t", host("storage.example.com")).flat()["node_id"], 0);
 }
 
 TEST(ConfigPath, CliThenEnvironmentThenDefault) {
