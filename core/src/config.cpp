@@ -637,8 +637,23 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
             r.read_string(r.child(ipmi, "host"), c.ipmi_hostname);
             r.read_string(r.child(ipmi, "user"), c.ipmi_username);
             r.read_string(r.child(ipmi, "pass"), c.ipmi_password);
+            r.read_int(r.child(ipmi, "timeout"), c.ipmi_timeout, 1, 600);
+            At args = r.child(ipmi, "ipmitool_args");
+            if (args.has_value() && !args.node.IsSequence()) {
+                r.problem(args, "expected a list of ipmitool arguments, e.g. [\"-C\", \"3\"]");
+            } else if (args.has_value()) {
+                for (std::size_t i = 0; i < args.node.size(); ++i) {
+                    YAML::Node item = args.node[i];
+                    if (!item.IsScalar() || item.Scalar().empty())
+                        r.problem(fmt::format("{}[{}]", args.path, i), Reader::line_of(item, args.line),
+                                  "expected a non-empty string");
+                    else
+                        c.ipmitool_args.push_back(item.Scalar());
+                }
+            }
         }
         r.read_string(r.child(fencing, "suicide_command"), c.suicide_command);
+        r.read_int(r.child(fencing, "saving_throws"), c.saving_throws, 0, 1000);
     }
     if (c.ipmi_hostname.empty())
         c.ipmi_hostname = host.domain.empty() ? host.hostname + "-lom" : host.hostname + "-lom." + host.domain;

@@ -89,6 +89,11 @@ struct Config {
     std::string ipmi_password = "null";
     // Command run to reset this node when self-fencing (tests replace it).
     std::string suicide_command = "systemctl reboot --force --force";
+    // Ours (modules/fencing/README.md): saving throws before a fence (the
+    // reference's fixed 6), extra ipmitool arguments, seconds per ipmitool call.
+    int saving_throws = 6;
+    std::vector<std::string> ipmitool_args;
+    int ipmi_timeout = 15;
 
     // pvc.system.migration
     std::string migration_target_selector = "mem";

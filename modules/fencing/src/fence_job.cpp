@@ -1,0 +1,183 @@
+#include "fence_job.hpp"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "pvc/schema.hpp"
+#include "recovery.hpp"
+
+namespace pvc::fencing {
+
+const char* to_string(FenceOutcome o) {
+    switch (o) {
+        case FenceOutcome::saved: return "saved";
+        case FenceOutcome::fenced: return "fenced";
+        case FenceOutcome::failed: return "failed";
+        case FenceOutcome::stopped: return "stopped";
+    }
+    return "?";
+}
+
+FenceJob::FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log,
+                   FenceSettings settings, std::string node, Clock::time_point last_seen)
+    : zk_(std::move(zk)), ipmi_(ipmi), locks_(locks), log_(std::move(log)), s_(std::move(settings)),
+      node_(std::move(node)), last_seen_(last_seen) {}
+
+bool FenceJob::sleep(std::stop_token& stop, Clock::duration d) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lk(m);
+    cv.wait_for(lk, stop, d, [] { return false; });
+    return !stop.stop_requested();
+}
+
+// §10.3 step 1. A state that cannot be read says nothing about the node: the
+// throw is taken again after the next interval instead of being counted.
+FenceOutcome FenceJob::saving_throws(std::stop_token& stop) {
+    for (int k = 1; k <= s_.saving_throws;) {
+        if (!sleep(stop, s_.interval)) return FenceOutcome::stopped;
+        std::optional<std::string> state;
+        try {
+            state = zk_->get(schema::path("node.state.daemon", {node_}));
+        } catch (const std::exception& e) {
+            log_.warn("Cannot read the state of {} for a saving throw, trying again: {}", node_, e.what());
+            continue;
+        }
+        if (state.value_or("") != "dead") {
+            log_.ok("Node {} passed a saving throw; cancelling fence", node_);
+            return FenceOutcome::saved;
+        }
+        log_.warn("Node {} failed {}/{} saving throws", node_, k, s_.saving_throws);
+        ++k;
+    }
+    return FenceOutcome::fenced;  // "go on"
+}
+
+void FenceJob::mark_fenced() {
+    if (zk_->write(schema::path("node.state.daemon", {node_}), "fenced"))
+        log_.ok("Node {} is fenced", node_);
+    else
+        log_.error("Could not write daemonstate fenced for {}", node_);
+}
+
+// §10.3 step 6: a dead coordinator cannot stay primary.
+void FenceJob::demote_router() {
+    bool coordinator = false;
+    for (const auto& c : s_.coordinators) coordinator = coordinator || c == node_;
+    if (!coordinator) return;
+    try {
+        zk_->write(schema::path("node.state.router", {node_}), "secondary");
+        if (zk_->get(schema::path("base.config.primary_node")).value_or("") == node_)
+            zk_->write(schema::path("base.config.primary_node"), "none");
+    } catch (const std::exception& e) {
+        log_.error("Could not demote dead coordinator {}: {}", node_, e.what());
+    }
+}
+
+void FenceJob::recover() {
+    recover_node(*zk_, node_, locks_, log_, s_.recovery_parallelism);
+    times_.recovery_done = Clock::now();
+}
+
+FenceOutcome FenceJob::run(std::stop_token stop) {
+    times_.started = Clock::now();
+    log_.warn("Node {} seems dead; starting fence job ({} saving throws)", node_, s_.saving_throws);
+    if (auto o = saving_throws(stop); o != FenceOutcome::fenced) return o;
+    times_.throws_done = Clock::now();
+
+    BmcAccess bmc;
+    try {
+        bmc.host = zk_->get(schema::path("node.ipmi.hostname", {node_})).value_or("");
+        bmc.user = zk_->get(schema::path("node.ipmi.username", {node_})).value_or("");
+        bmc.password = zk_->get(schema::path("node.ipmi.password", {node_})).value_or("");
+    } catch (const std::exception& e) {
+        log_.error("Cannot read the IPMI details of {}: {}", node_, e.what());
+    }
+
+    log_.warn("Fencing node {} via IPMI power off (BMC {} as {})", node_, bmc.host, bmc.user);
+    IpmiResult off = ipmi_.chassis_power(bmc, "off");
+    if (off.exit_status != 0)
+        log_.error("IPMI power off of {} failed (exit {}): {}", node_, off.exit_status, off.output);
+
+    // Confirmation by polling, not a fixed sleep: recovery may begin the
+    // moment the BMC reports the chassis off.
+    bool confirmed = false;
+    IpmiResult status;
+    const auto confirm_end = Clock::now() + s_.confirm_window;
+    do {
+        status = ipmi_.chassis_power(bmc, "status");
+        if (status.state == PowerState::off) {
+            confirmed = true;
+            break;
+        }
+    } while (Clock::now() < confirm_end && sleep(stop, s_.poll_period));
+    if (stop.stop_requested()) return FenceOutcome::stopped;
+
+    FenceOutcome outcome;
+    if (confirmed) {
+        times_.confirmed_off = Clock::now();
+        log_.ok("Node {} is confirmed powered off", node_);
+        mark_fenced();
+        demote_router();
+        // Recovery runs while the node is powered on again.
+        std::jthread recovery;
+        if (s_.migrate_on_success) recovery = std::jthread([this] { recover(); });
+        IpmiResult on = ipmi_.chassis_power(bmc, "on");
+        if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
+        return FenceOutcome::fenced;
+    }
+
+    // Not seen off: §10.3's table decides, from `off`'s exit status and the
+    // status after power on.
+    log_.warn("IPMI did not confirm {} off within {} ms (last status: {})", node_, s_.confirm_window.count(),
+              status.output);
+    IpmiResult on = ipmi_.chassis_power(bmc, "on");
+    if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
+    IpmiResult after;
+    const auto after_end = Clock::now() + std::chrono::seconds(2);
+    do after = ipmi_.chassis_power(bmc, "status");
+    while (after.state == PowerState::unknown && Clock::now() < after_end && sleep(stop, s_.poll_period));
+    if (stop.stop_requested()) return FenceOutcome::stopped;
+    bool success = after.state == PowerState::off || (off.exit_status == 0 && after.state == PowerState::on);
+    outcome = success ? FenceOutcome::fenced : FenceOutcome::failed;
+    demote_router();
+    if (success) {
+        times_.confirmed_off = Clock::now();
+        log_.ok("Node {} was power cycled (status after power on: {})", node_, after.output);
+        mark_fenced();
+        if (s_.migrate_on_success) recover();
+        return outcome;
+    }
+
+    log_.error("FAILED TO FENCE NODE {}: BMC {} did not confirm power off (off: exit {}, {}; status: {})", node_,
+               bmc.host, off.exit_status, off.output, after.output);
+    if (!s_.migrate_on_failure) {
+        log_.error("failed_fence is not migrate: the VMs of {} are NOT moved; check the node by hand", node_);
+        return outcome;
+    }
+    if (s_.suicide_intervals <= 0) {
+        log_.error("failed_fence is migrate, but self-fencing is off (suicide_intervals 0): the VMs of {} are NOT "
+                   "moved, the node may still run them",
+                   node_);
+        return outcome;
+    }
+    // The dead node resets itself suicide_intervals after its last keepalive;
+    // one more interval covers the reset itself.
+    auto suicide_deadline = last_seen_ + s_.interval * (s_.suicide_intervals + 1);
+    log_.warn("Waiting for the self-fence deadline of {} before moving its VMs", node_);
+    if (!sleep(stop, suicide_deadline - Clock::now())) return FenceOutcome::stopped;
+    try {
+        if (zk_->get(schema::path("node.state.daemon", {node_})).value_or("") != "dead") {
+            log_.ok("Node {} is back; its VMs are not moved", node_);
+            return outcome;
+        }
+    } catch (const std::exception& e) {
+        log_.error("Cannot read the state of {}; its VMs are not moved: {}", node_, e.what());
+        return outcome;
+    }
+    recover();
+    return outcome;
+}
+
+}  // namespace pvc::fencing

@@ -1,0 +1,73 @@
+// FenceJob: what a coordinator does to one dead node (node-lifecycle.md §10.3,
+// with the fencing README's changes): saving throws, IPMI power off confirmed
+// by polling `chassis power status`, recovery as soon as the node is
+// confirmed off, power on, and the reference's keys. Runs on its own thread;
+// every wait ends early when the stop token is requested.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "fence_monitor.hpp"
+#include "ipmi.hpp"
+#include "pvc/log.hpp"
+#include "pvc/zk.hpp"
+#include "rbd_lock_breaker.hpp"
+
+namespace pvc::fencing {
+
+struct FenceSettings {
+    std::chrono::milliseconds interval{5000};          // keepalive_interval
+    int saving_throws = 6;
+    bool migrate_on_success = false;                  // successful_fence: migrate
+    bool migrate_on_failure = false;                  // failed_fence: migrate
+    int suicide_intervals = 0;
+    std::vector<std::string> coordinators;            // host names, ports stripped
+    std::chrono::milliseconds confirm_window{10000};  // how long `status` is polled after `off`
+    std::chrono::milliseconds poll_period{200};
+    unsigned recovery_parallelism = 8;
+};
+
+enum class FenceOutcome {
+    saved,     // the node wrote `run` again during the saving throws
+    fenced,    // power off confirmed (or the table of §10.3 says success)
+    failed,    // the BMC could not be made to confirm
+    stopped,   // the module stopped before the job ended
+};
+const char* to_string(FenceOutcome o);
+
+// Phase times of one job, for logs and the benchmark.
+struct FenceTimes {
+    Clock::time_point started, throws_done, confirmed_off, recovery_done;
+};
+
+class FenceJob {
+public:
+    // `last_seen`: when the fencer first saw the node's last keepalive
+    // (FenceMonitor::last_seen), the start of its suicide deadline.
+    FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
+             std::string node, Clock::time_point last_seen);
+    FenceOutcome run(std::stop_token stop);
+    const FenceTimes& times() const { return times_; }
+
+private:
+    bool sleep(std::stop_token& stop, Clock::duration d);
+    FenceOutcome saving_throws(std::stop_token& stop);
+    void mark_fenced();
+    void demote_router();
+    void recover();
+
+    std::shared_ptr<zk::Session> zk_;
+    Ipmi& ipmi_;
+    RbdLockBreaker& locks_;
+    Logger log_;
+    FenceSettings s_;
+    std::string node_;
+    Clock::time_point last_seen_;
+    FenceTimes times_;
+};
+
+}  // namespace pvc::fencing

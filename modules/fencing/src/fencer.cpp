@@ -1,0 +1,169 @@
+#include "fencer.hpp"
+
+#include "pvc/schema.hpp"
+
+namespace pvc::fencing {
+
+Fencer::Fencer(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
+               int fence_intervals)
+    : zk_(std::move(zk)), ipmi_(ipmi), locks_(locks), log_(std::move(log)), settings_(std::move(settings)),
+      monitor_(settings_.interval, fence_intervals) {}
+
+Fencer::~Fencer() { stop(); }
+
+void Fencer::on_job_done(std::function<void(const std::string&, FenceOutcome, const FenceTimes&)> cb) {
+    job_done_ = std::move(cb);
+}
+
+int Fencer::distrust_count() const {
+    std::lock_guard g(monitor_m_);
+    return monitor_.distrust_count();
+}
+
+void Fencer::start() {
+    // Any trouble of our own session: what we saw before is not trusted.
+    session_watch_ = zk_->on_session_event([this](zk::SessionEvent ev) {
+        if (ev != zk::SessionEvent::connected) session_trouble_ = true;
+    });
+    thread_ = std::jthread([this](std::stop_token st) { loop(st); });
+}
+
+void Fencer::on_tick() {
+    {
+        std::lock_guard g(m_);
+        tick_pending_ = true;
+    }
+    cv_.notify_one();
+}
+
+void Fencer::stop() {
+    session_watch_.reset();
+    if (thread_.joinable()) {
+        thread_.request_stop();
+        thread_.join();
+    }
+    std::map<std::string, Job> jobs;
+    {
+        std::lock_guard g(jobs_m_);
+        jobs.swap(jobs_);
+    }
+    for (auto& [node, job] : jobs) job.thread.request_stop();
+    jobs.clear();  // joins
+}
+
+void Fencer::loop(std::stop_token stop) {
+    while (!stop.stop_requested()) {
+        {
+            std::unique_lock lk(m_);
+            if (!cv_.wait(lk, stop, [this] { return tick_pending_; })) break;
+            tick_pending_ = false;
+        }
+        try {
+            scan();
+        } catch (const std::exception& e) {
+            log_.error("Dead node scan failed: {}", e.what());
+            std::lock_guard g(monitor_m_);
+            monitor_.distrust(Clock::now());
+        }
+        reap_jobs();
+    }
+}
+
+void Fencer::reap_jobs() {
+    std::lock_guard g(jobs_m_);
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+        if (*it->second.done) it = jobs_.erase(it);
+        else ++it;
+    }
+}
+
+// §10.2, with the monitor's skew-proof ages.
+void Fencer::scan() {
+    if (zk::lenient_bool(zk_->get(schema::path("base.config.maintenance")).value_or("")).value_or(false)) return;
+    auto nodes = zk_->children(schema::path("base.node"));
+    std::vector<Observation> obs;
+    if (nodes) {
+        for (const auto& n : *nodes) {
+            Observation o{n, std::nullopt, std::nullopt};
+            try {
+                o.daemon_state = zk_->get(schema::path("node.state.daemon", {n})).value_or("");
+                zk::Stat st;
+                if (zk_->exists(schema::path("node.keepalive", {n}), &st)) o.keepalive_mzxid = st.mzxid;
+            } catch (const std::exception&) {
+                // Unknown this time: not judged (§10.2 step 1).
+            }
+            obs.push_back(std::move(o));
+        }
+    }
+    std::vector<std::string> dead;
+    {
+        std::lock_guard g(monitor_m_);
+        const auto now = Clock::now();
+        if (session_trouble_.exchange(false)) {
+            log_.warn("Own ZooKeeper connection was interrupted: judging no node for {} s of fresh observations",
+                      std::chrono::duration_cast<std::chrono::seconds>(monitor_.deadline()).count());
+            monitor_.distrust(now);
+        }
+        int before = monitor_.distrust_count();
+        dead = monitor_.scan(now, obs);
+        if (monitor_.distrust_count() != before && before > 0)
+            log_.warn("Own scan came late: judging no node for {} s of fresh observations",
+                      std::chrono::duration_cast<std::chrono::seconds>(monitor_.deadline()).count());
+    }
+    for (const auto& node : dead) {
+        {
+            std::lock_guard g(jobs_m_);
+            if (jobs_.count(node)) continue;
+        }
+        handle_dead(node);
+    }
+}
+
+// §10.2 step 3: the write lock on the dead node's daemonstate makes one job
+// per node across every coordinator (ours and the reference's).
+void Fencer::handle_dead(const std::string& node) {
+    const std::string state_path = schema::path("node.state.daemon", {node});
+    zk::Stat before;
+    if (!zk_->exists(schema::path("node.keepalive", {node}), &before)) return;
+    zk::Lock lock(zk_, state_path, zk::LockKind::write);
+    // Bounded: a stuck peer holding the lock must not stop our scans.
+    if (!lock.acquire(settings_.interval * 2)) {
+        log_.warn("Node {} seems dead, but its state lock is busy; trying again at the next scan", node);
+        return;
+    }
+    auto state = zk_->get(state_path);
+    zk::Stat now_stat;
+    bool fresh = zk_->exists(schema::path("node.keepalive", {node}), &now_stat) && now_stat.mzxid != before.mzxid;
+    if (state.value_or("") != "run" || fresh) return;  // another coordinator took it, or the node is back
+
+    Clock::time_point last_seen;
+    {
+        std::lock_guard g(monitor_m_);
+        last_seen = monitor_.last_seen(node).value_or(Clock::now());
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    auto job = std::make_shared<FenceJob>(zk_, ipmi_, locks_, log_, settings_, node, last_seen);
+    log_.warn("Node {} seems dead (no keepalive for {} s)", node,
+              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - last_seen).count());
+    // Written before the job's first saving throw reads it.
+    if (!zk_->write(state_path, "dead")) {
+        log_.error("Could not mark {} dead; not fencing it", node);
+        return;
+    }
+    ++jobs_started_;
+    std::lock_guard g(jobs_m_);
+    jobs_[node] = Job{std::jthread([this, job, node, done](std::stop_token st) {
+                          FenceOutcome o = FenceOutcome::stopped;
+                          try {
+                              o = job->run(st);
+                          } catch (const std::exception& e) {
+                              log_.error("Fence job for {} failed: {}", node, e.what());
+                          }
+                          log_.info("Fence job for {} ended: {}", node, to_string(o));
+                          if (job_done_) job_done_(node, o, job->times());
+                          *done = true;
+                      }),
+                      done};
+}
+
+}  // namespace pvc::fencing

@@ -1,0 +1,67 @@
+// Fencer: a coordinator's dead-node scan (node-lifecycle.md §10.1–10.2) and
+// its fence jobs. Scans run on the fencer's own thread after each keepalive;
+// nothing here blocks the caller of on_tick().
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "fence_job.hpp"
+#include "fence_monitor.hpp"
+
+namespace pvc::fencing {
+
+class Fencer {
+public:
+    Fencer(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
+           int fence_intervals);
+    ~Fencer();  // stop()
+
+    void start();
+    // After each own keepalive: a scan is due. Never blocks.
+    void on_tick();
+    // Stops scanning and every running job (their waits end at once). Idempotent.
+    void stop();
+
+    // For tests and the benchmark.
+    int jobs_started() const { return jobs_started_; }
+    int distrust_count() const;
+    void on_job_done(std::function<void(const std::string&, FenceOutcome, const FenceTimes&)> cb);
+
+private:
+    void loop(std::stop_token stop);
+    void scan();
+    void handle_dead(const std::string& node);
+    void reap_jobs();
+
+    std::shared_ptr<zk::Session> zk_;
+    Ipmi& ipmi_;
+    RbdLockBreaker& locks_;
+    Logger log_;
+    FenceSettings settings_;
+    FenceMonitor monitor_;
+    mutable std::mutex monitor_m_;
+    std::atomic<bool> session_trouble_{false};
+    std::shared_ptr<zk::Watch> session_watch_;
+
+    std::mutex m_;
+    std::condition_variable_any cv_;
+    bool tick_pending_ = false;
+    std::jthread thread_;
+
+    struct Job {
+        std::jthread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::mutex jobs_m_;
+    std::map<std::string, Job> jobs_;
+    std::atomic<int> jobs_started_{0};
+    std::function<void(const std::string&, FenceOutcome, const FenceTimes&)> job_done_;
+};
+
+}  // namespace pvc::fencing

@@ -1,0 +1,64 @@
+#include "fencing.hpp"
+
+namespace pvc::fencing {
+
+FenceSettings settings_from(const Config& cfg) {
+    FenceSettings s;
+    s.interval = std::chrono::seconds(cfg.keepalive_interval);
+    s.saving_throws = cfg.saving_throws;
+    s.migrate_on_success = cfg.successful_fence == "migrate";
+    s.migrate_on_failure = cfg.failed_fence == "migrate";
+    s.suicide_intervals = cfg.suicide_intervals;
+    for (const auto& c : cfg.coordinators) s.coordinators.push_back(c.substr(0, c.find(':')));
+    // Long enough for a slow BMC to act on `off`; polled, so a fast one ends it early.
+    s.confirm_window = std::max<std::chrono::milliseconds>(std::chrono::seconds(10),
+                                                           std::chrono::seconds(2 * cfg.ipmi_timeout));
+    return s;
+}
+
+void FencingModule::start(NodeContext& ctx) {
+    const Config& cfg = ctx.config;
+    ipmi_ = std::make_unique<Ipmitool>(cfg.ipmitool_args, std::chrono::seconds(cfg.ipmi_timeout));
+    locks_ = std::make_unique<NoRbdLockBreaker>(ctx.logger);
+    if (cfg.daemon_mode == "coordinator") {
+        fencer_ = std::make_unique<Fencer>(ctx.zk, *ipmi_, *locks_, ctx.logger, settings_from(cfg),
+                                           cfg.fence_intervals);
+        fencer_->start();
+        ctx.logger.info("This coordinator fences dead nodes: dead after {} s without a keepalive, {} saving throws",
+                        cfg.keepalive_interval * cfg.fence_intervals, cfg.saving_throws);
+    }
+    if (cfg.suicide_intervals > 0) {
+        self_fence_ = std::make_unique<SelfFence>(ctx.zk, ctx.logger, cfg.node,
+                                                  std::chrono::seconds(cfg.keepalive_interval),
+                                                  cfg.suicide_intervals, cfg.suicide_command);
+        self_fence_->start();
+    }
+    {
+        std::lock_guard g(target_->m);
+        target_->fencer = fencer_.get();
+        target_->self_fence = self_fence_.get();
+    }
+    // Emitted on the keepalive thread: on_tick only wakes the fencer's thread.
+    ctx.events.keepalive_tick.subscribe([t = target_] {
+        std::lock_guard g(t->m);
+        if (t->fencer) t->fencer->on_tick();
+    });
+    ctx.events.daemon_state.subscribe([t = target_](const std::string& state) {
+        std::lock_guard g(t->m);
+        if (t->self_fence && (state == "shutdown" || state == "stop")) t->self_fence->disarm();
+    });
+}
+
+void FencingModule::stop() {
+    {
+        std::lock_guard g(target_->m);
+        target_->fencer = nullptr;
+        target_->self_fence = nullptr;
+    }
+    if (fencer_) fencer_->stop();
+    if (self_fence_) self_fence_->stop();
+    fencer_.reset();
+    self_fence_.reset();
+}
+
+}  // namespace pvc::fencing

@@ -1,0 +1,41 @@
+// The fencing module (node-lifecycle.md §10–11): on coordinators, the
+// dead-node scan and fence jobs (Fencer); on every node with
+// suicide_intervals > 0, self-fencing (SelfFence). Served flag: "always".
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "fencer.hpp"
+#include "ipmi.hpp"
+#include "pvc/module.hpp"
+#include "rbd_lock_breaker.hpp"
+#include "self_fence.hpp"
+
+namespace pvc::fencing {
+
+// The fencing settings of a node's configuration.
+FenceSettings settings_from(const Config& cfg);
+
+class FencingModule final : public Module {
+public:
+    std::string_view name() const override { return "fencing"; }
+    void start(NodeContext& ctx) override;
+    void stop() override;
+
+private:
+    // Core signals cannot unsubscribe: they reach the module through this,
+    // emptied by stop().
+    struct Target {
+        std::mutex m;
+        Fencer* fencer = nullptr;
+        SelfFence* self_fence = nullptr;
+    };
+    std::shared_ptr<Target> target_ = std::make_shared<Target>();
+    std::unique_ptr<Ipmi> ipmi_;
+    std::unique_ptr<RbdLockBreaker> locks_;
+    std::unique_ptr<Fencer> fencer_;
+    std::unique_ptr<SelfFence> self_fence_;
+};
+
+}  // namespace pvc::fencing

@@ -1,0 +1,51 @@
+// SelfFence (node-lifecycle.md §10.8, README decision): a node whose
+// keepalive has not reached ZooKeeper for `suicide_intervals` intervals runs
+// its reset action, so that peers may safely recover its VMs after a failed
+// fence. "Reached" = the node's own keepalive znode changed, as reported by a
+// watch: without ZooKeeper no change arrives, whatever the cause.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "fence_monitor.hpp"
+#include "pvc/log.hpp"
+#include "pvc/zk.hpp"
+
+namespace pvc::fencing {
+
+class SelfFence {
+public:
+    SelfFence(std::shared_ptr<zk::Session> zk, Logger log, std::string node, std::chrono::milliseconds interval,
+              int suicide_intervals, std::string reset_command);
+    ~SelfFence();  // stop()
+
+    void start();
+    // The daemon is shutting down: its keepalive stops on purpose.
+    void disarm();
+    void stop();
+    int resets() const { return resets_; }
+
+private:
+    void loop(std::stop_token stop);
+
+    std::shared_ptr<zk::Session> zk_;
+    Logger log_;
+    std::string node_;
+    std::chrono::milliseconds interval_;
+    int suicide_intervals_;
+    std::string command_;
+    std::shared_ptr<zk::Watch> watch_;
+    std::mutex m_;
+    int64_t mzxid_ = -1;
+    Clock::time_point last_write_;
+    std::atomic<bool> armed_{true};
+    std::atomic<int> resets_{0};
+    std::jthread thread_;
+};
+
+}  // namespace pvc::fencing

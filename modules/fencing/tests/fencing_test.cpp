@@ -1,0 +1,480 @@
+// Fencing against real components: a private ZooKeeper, ipmi_sim BMCs on
+// loopback addresses, nodes simulated by writing their keys (a heartbeat
+// thread per live node), fencers ticked as a coordinator's keepalive would.
+// Keepalive 1 s × 3 intervals: a node is dead 3 s after its last keepalive.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "bmc.hpp"
+#include "daemon/module_host.hpp"
+#include "fencer.hpp"
+#include "pvc/cluster.hpp"
+#include "pvc/config.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/test/daemon_process.hpp"
+#include "pvc/test/zk_server.hpp"
+#include "self_fence.hpp"
+
+using namespace std::chrono_literals;
+using namespace pvc::fencing;
+using pvc::schema::path;
+using pvc::test::eventually;
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Calls `fn` every `period` on its own thread while not paused.
+class Ticker {
+public:
+    Ticker(std::chrono::milliseconds period, std::function<void()> fn)
+        : thread_([this, period, fn = std::move(fn)](std::stop_token st) {
+              while (!st.stop_requested()) {
+                  if (!paused_) fn();
+                  std::this_thread::sleep_for(period);
+              }
+          }) {}
+    void pause(bool p) { paused_ = p; }
+
+private:
+    std::atomic<bool> paused_{false};
+    std::jthread thread_;
+};
+
+class Fencing : public ::testing::Test {
+protected:
+    pvc::test::TempDir dir{"fencing"};
+    pvc::test::ZkServer zk;
+    std::shared_ptr<pvc::zk::Session> session;
+    int port = test::free_udp_port();
+    pvc::Logger log;
+    std::map<std::string, std::unique_ptr<test::Bmc>> bmcs;
+    std::mutex live_m;
+    std::set<std::string> live;  // nodes the heartbeat keeps alive
+    std::unique_ptr<Ticker> heartbeat;
+
+    void SetUp() override {
+        session = connect();
+        pvc::init_cluster(*session);
+        session->write(path("base.config.migration_target_selector"), "mem");
+        pvc::Config cfg;
+        cfg.file_logging = true;
+        cfg.stdout_logging = true;
+        cfg.log_directory = dir.path();
+        log = pvc::Logger(pvc::make_log_sink(&cfg), "fencing");
+        // Every live node writes its keepalive each interval and, as the core
+        // does, turns any other daemon state back into run.
+        auto hb = connect();
+        heartbeat = std::make_unique<Ticker>(1000ms, [this, hb] {
+            std::set<std::string> nodes;
+            {
+                std::lock_guard g(live_m);
+                nodes = live;
+            }
+            for (const auto& n : nodes) {
+                try {
+                    std::vector<pvc::zk::KeyValue> kvs{{path("node.keepalive", {n}), std::to_string(::time(nullptr))}};
+                    if (hb->get(path("node.state.daemon", {n})).value_or("") != "run")
+                        kvs.emplace_back(path("node.state.daemon", {n}), "run");
+                    hb->write(kvs);
+                } catch (const std::exception&) {
+                    // ZooKeeper down in some tests: the node cannot prove it is alive.
+                }
+            }
+        });
+    }
+    void TearDown() override { heartbeat.reset(); }
+
+    std::shared_ptr<pvc::zk::Session> connect() {
+        pvc::zk::SessionOptions o;
+        o.hosts = zk.hosts();
+        o.op_timeout = 3s;
+        return pvc::zk::Session::connect(o);
+    }
+
+    void set_live(const std::string& node, bool alive) {
+        std::lock_guard g(live_m);
+        if (alive) live.insert(node);
+        else live.erase(node);
+    }
+
+    // A node in state run/ready with its BMC details; `bmc_index` picks 127.0.0.<10+index>.
+    void add_node(const std::string& node, int bmc_index, const std::string& password = "pass",
+                  long memfree = 4000) {
+        session->ensure_path(path("node.name", {node}));
+        pvc::validate_and_apply(*session, log);
+        session->write({{path("node.state.daemon", {node}), "run"},
+                        {path("node.state.domain", {node}), "ready"},
+                        {path("node.state.router", {node}), "secondary"},
+                        {path("node.memory.free", {node}), std::to_string(memfree)},
+                        {path("node.ipmi.hostname", {node}), "127.0.0." + std::to_string(10 + bmc_index)},
+                        {path("node.ipmi.username", {node}), "admin"},
+                        {path("node.ipmi.password", {node}), password},
+                        {path("node.keepalive", {node}), std::to_string(::time(nullptr))}});
+    }
+
+    test::Bmc& add_bmc(const std::string& node, int bmc_index) {
+        auto b = std::make_unique<test::Bmc>(dir.path() / ("bmc-" + node), "127.0.0." + std::to_string(10 + bmc_index),
+                                             port);
+        auto& ref = *b;
+        bmcs[node] = std::move(b);
+        return ref;
+    }
+
+    void add_vm(const std::string& uuid, const std::string& node, const std::string& node_limit = "") {
+        session->ensure_path(path("domain.name", {uuid}));
+        pvc::validate_and_apply(*session, log);
+        session->write({{path("domain.state", {uuid}), "start"},
+                        {path("domain.node", {uuid}), node},
+                        {path("domain.meta.node_limit", {uuid}), node_limit},
+                        {path("domain.meta.node_selector", {uuid}), "none"}});  // the cluster's selector
+    }
+
+    std::string get(const std::string& p) { return session->get(p).value_or("<absent>"); }
+
+    FenceSettings settings(int saving_throws = 1) {
+        FenceSettings s;
+        s.interval = 1000ms;
+        s.saving_throws = saving_throws;
+        s.migrate_on_success = true;
+        s.coordinators = {"hv1", "hv2", "hv3"};
+        s.confirm_window = 5s;
+        return s;
+    }
+
+    std::unique_ptr<Ipmitool> ipmitool(std::chrono::milliseconds timeout = 5s) {
+        return std::make_unique<Ipmitool>(std::vector<std::string>{"-C", "3", "-p", std::to_string(port)}, timeout);
+    }
+
+};
+
+// Records every value of a node's daemonstate for the life of the returned watch.
+struct StateRecorder {
+    std::mutex m;
+    std::vector<std::string> seen;
+    std::shared_ptr<pvc::zk::Watch> watch;
+    StateRecorder(pvc::zk::Session& s, const std::string& node) {
+        watch = s.watch_data(path("node.state.daemon", {node}), [this](const std::optional<std::string>& v,
+                                                                        const pvc::zk::Stat&) {
+            std::lock_guard g(m);
+            seen.push_back(v.value_or("<absent>"));
+        });
+    }
+    bool saw(const std::string& v) {
+        std::lock_guard g(m);
+        return std::find(seen.begin(), seen.end(), v) != seen.end();
+    }
+};
+
+pid_t spawn_node_process() {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::execlp("sleep", "sleep", "1000", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    return pid;
+}
+
+}  // namespace
+
+TEST_F(Fencing, DeadNodeIsFencedOnceAndItsVmsStartElsewhere) {
+    add_node("hv1", 1, "pass", 8000);
+    add_node("hv2", 2, "pass", 4000);
+    add_node("hv3", 3);
+    set_live("hv1", true);
+    set_live("hv2", true);
+    auto& bmc = add_bmc("hv3", 3);
+    pid_t node_process = spawn_node_process();
+    bmc.set_node_process(node_process);
+    add_vm("vm-a", "hv3");
+    add_vm("vm-b", "hv3");
+    add_vm("vm-limited", "hv3", "hv2");    // node_limit honoured
+    add_vm("vm-nowhere", "hv3", "hv3");    // no target: stop + autostart
+    session->write(path("node.running_domains", {"hv3"}), "vm-a vm-b vm-limited vm-nowhere");
+    session->write(path("base.config.primary_node"), "hv3");
+
+    auto ipmi = ipmitool();
+    NoRbdLockBreaker locks(log);
+    Fencer fencer(connect(), *ipmi, locks, log, settings(1), 3);
+    std::atomic<int> done{0};
+    FenceOutcome outcome = FenceOutcome::stopped;
+    fencer.on_job_done([&](const std::string&, FenceOutcome o, const FenceTimes&) {
+        outcome = o;
+        ++done;
+    });
+    fencer.start();
+    Ticker ticks(1000ms, [&] { fencer.on_tick(); });
+
+    ASSERT_TRUE(eventually([&] { return done > 0; }, 40s)) << "no fence job ended";
+    EXPECT_EQ(outcome, FenceOutcome::fenced);
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "fenced");
+    EXPECT_TRUE(eventually([&] { return get(path("node.state.domain", {"hv3"})) == "flushed"; }, 10s));
+    EXPECT_EQ(get(path("node.state.router", {"hv3"})), "secondary");
+    EXPECT_EQ(get(path("base.config.primary_node")), "none");
+    for (const char* vm : {"vm-a", "vm-b"}) {
+        EXPECT_EQ(get(path("domain.state", {vm})), "start") << vm;
+        EXPECT_EQ(get(path("domain.node", {vm})), "hv1") << vm;  // mem selector: most free memory
+        EXPECT_EQ(get(path("domain.last_node", {vm})), "hv3") << vm;
+    }
+    EXPECT_EQ(get(path("domain.node", {"vm-limited"})), "hv2");
+    EXPECT_EQ(get(path("domain.state", {"vm-limited"})), "start");
+    EXPECT_EQ(get(path("domain.state", {"vm-nowhere"})), "stop");
+    EXPECT_EQ(get(path("domain.meta.autostart", {"vm-nowhere"})), "True");
+    EXPECT_EQ(get(path("domain.node", {"vm-nowhere"})), "hv3");
+
+    // The power loss reached the node, and the BMC saw one off then one on.
+    int status = 0;
+    EXPECT_EQ(::waitpid(node_process, &status, 0), node_process);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    EXPECT_TRUE(eventually([&] { return bmc.power_commands().size() == 2; }, 5s));
+    EXPECT_EQ(bmc.power_commands(), (std::vector<std::string>{"set power 0", "set power 1"}));
+    std::this_thread::sleep_for(3s);  // later scans start nothing more
+    EXPECT_EQ(fencer.jobs_started(), 1);
+    EXPECT_EQ(done, 1);
+    // The live nodes were never touched.
+    EXPECT_EQ(get(path("node.state.daemon", {"hv1"})), "run");
+    EXPECT_EQ(get(path("node.state.daemon", {"hv2"})), "run");
+}
+
+TEST_F(Fencing, NodeSilentForLessThanTheDeadlineIsNotFenced) {
+    add_node("hv1", 1);
+    add_node("hv2", 2);
+    set_live("hv1", true);
+    set_live("hv2", true);
+    auto& bmc = add_bmc("hv2", 2);
+    StateRecorder states(*session, "hv2");
+    auto ipmi = ipmitool();
+    NoRbdLockBreaker locks(log);
+    Fencer fencer(connect(), *ipmi, locks, log, settings(0), 3);
+    fencer.start();
+    Ticker ticks(1000ms, [&] { fencer.on_tick(); });
+    std::this_thread::sleep_for(5s);  // a full trust window first
+    for (int i = 0; i < 2; ++i) {
+        set_live("hv2", false);       // like SIGSTOP: keepalives stop for 2 s of the 3 s deadline
+        std::this_thread::sleep_for(1900ms);
+        set_live("hv2", true);
+        std::this_thread::sleep_for(3s);
+    }
+    EXPECT_EQ(fencer.jobs_started(), 0);
+    EXPECT_FALSE(states.saw("dead"));
+    EXPECT_TRUE(bmc.power_commands().empty());
+}
+
+// The fencer and the node are paused together past the deadline (a paused
+// VM holding both, or the fencer SIGSTOPped while the node hiccups); the
+// fencer resumes first. Its first scan still sees the node's old keepalive.
+TEST_F(Fencing, FencerPausedPastTheDeadlineFencesNobody) {
+    add_node("hv1", 1);
+    add_node("hv2", 2);
+    set_live("hv1", true);
+    set_live("hv2", true);
+    StateRecorder states(*session, "hv2");
+    auto ipmi = ipmitool();
+    NoRbdLockBreaker locks(log);
+    Fencer fencer(connect(), *ipmi, locks, log, settings(0), 3);
+    fencer.start();
+    Ticker ticks(1000ms, [&] { fencer.on_tick(); });
+    std::this_thread::sleep_for(5s);
+    set_live("hv2", false);
+    std::this_thread::sleep_for(1500ms);  // the fencer has seen hv2's last keepalive
+    ticks.pause(true);
+    std::this_thread::sleep_for(5s);
+    int distrusts = fencer.distrust_count();
+    fencer.on_tick();                 // the fencer's late tick
+    std::this_thread::sleep_for(500ms);
+    set_live("hv2", true);            // the node's next keepalive
+    ticks.pause(false);
+    std::this_thread::sleep_for(6s);
+    EXPECT_GT(fencer.distrust_count(), distrusts) << "the late tick was not noticed";
+    EXPECT_EQ(fencer.jobs_started(), 0);
+    EXPECT_FALSE(states.saw("dead"));
+}
+
+// ZooKeeper down for 5 s: nobody can write a keepalive, and the fencer's
+// reads fail. When it is back, the fencer waits for fresh keepalives.
+TEST_F(Fencing, ZooKeeperOutageCausesNoFence) {
+    add_node("hv1", 1);
+    add_node("hv2", 2);
+    set_live("hv1", true);
+    set_live("hv2", true);
+    auto ipmi = ipmitool();
+    NoRbdLockBreaker locks(log);
+    Fencer fencer(connect(), *ipmi, locks, log, settings(0), 3);
+    fencer.start();
+    Ticker ticks(1000ms, [&] { fencer.on_tick(); });
+    std::this_thread::sleep_for(5s);
+    zk.stop();
+    std::this_thread::sleep_for(5s);
+    zk.start();
+    std::this_thread::sleep_for(8s);
+    EXPECT_EQ(fencer.jobs_started(), 0);
+    EXPECT_EQ(get(path("node.state.daemon", {"hv2"})), "run");
+}
+
+class FailedFence : public Fencing {
+protected:
+    // hv3 dead; its BMC as `bmc` says; returns the job's outcome.
+    FenceOutcome fence_hv3(FenceSettings s, std::chrono::milliseconds ipmi_timeout) {
+        add_node("hv1", 1);
+        set_live("hv1", true);
+        add_vm("vm-a", "hv3");
+        session->write(path("node.running_domains", {"hv3"}), "vm-a");
+        auto ipmi = ipmitool(ipmi_timeout);
+        NoRbdLockBreaker locks(log);
+        Fencer fencer(connect(), *ipmi, locks, log, s, 3);
+        std::atomic<bool> done{false};
+        FenceOutcome outcome = FenceOutcome::stopped;
+        fencer.on_job_done([&](const std::string&, FenceOutcome o, const FenceTimes&) {
+            outcome = o;
+            done = true;
+        });
+        fencer.start();
+        Ticker ticks(1000ms, [&] { fencer.on_tick(); });
+        EXPECT_TRUE(eventually([&] { return done.load(); }, 60s));
+        EXPECT_EQ(fencer.jobs_started(), 1);
+        return outcome;
+    }
+};
+
+TEST_F(FailedFence, UnreachableBmcWithFailedFenceNoneMovesNothing) {
+    add_node("hv3", 3);  // no BMC answers on 127.0.0.13
+    auto s = settings(0);
+    s.confirm_window = 2s;
+    EXPECT_EQ(fence_hv3(s, 1500ms), FenceOutcome::failed);
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "dead");
+    EXPECT_EQ(get(path("domain.node", {"vm-a"})), "hv3");
+    EXPECT_NE(get(path("node.state.domain", {"hv3"})), "flushed");
+    EXPECT_NE(slurp(dir.path() / "pvc.log").find("FAILED TO FENCE NODE hv3"), std::string::npos);
+}
+
+TEST_F(FailedFence, UnreachableBmcWithMigrateButNoSelfFencingMovesNothing) {
+    add_node("hv3", 3);
+    auto s = settings(0);
+    s.confirm_window = 2s;
+    s.migrate_on_failure = true;
+    s.suicide_intervals = 0;
+    EXPECT_EQ(fence_hv3(s, 1500ms), FenceOutcome::failed);
+    EXPECT_EQ(get(path("domain.node", {"vm-a"})), "hv3");
+    EXPECT_NE(slurp(dir.path() / "pvc.log").find("self-fencing is off"), std::string::npos);
+}
+
+TEST_F(FailedFence, UnreachableBmcWithMigrateMovesAfterTheSelfFenceDeadline) {
+    add_node("hv3", 3);
+    auto s = settings(0);
+    s.confirm_window = 2s;
+    s.migrate_on_failure = true;
+    s.suicide_intervals = 8;  // the dead node resets itself 8 s after its last keepalive
+    auto t0 = std::chrono::steady_clock::now();  // hv3's last keepalive was written by add_node
+    EXPECT_EQ(fence_hv3(s, 1500ms), FenceOutcome::failed);
+    EXPECT_EQ(get(path("domain.node", {"vm-a"})), "hv1");
+    EXPECT_EQ(get(path("domain.state", {"vm-a"})), "start");
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "dead");  // never claimed fenced
+    // Not before its suicide deadline (8 intervals after its last keepalive, plus one).
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 9s);
+}
+
+TEST_F(FailedFence, WrongCredentialsFailWithAClearLogLineWithoutThePassword) {
+    add_node("hv3", 3, "wr0ngpassw0rd");
+    auto& bmc = add_bmc("hv3", 3);  // expects "pass"
+    auto s = settings(0);
+    s.confirm_window = 2s;
+    EXPECT_EQ(fence_hv3(s, 5s), FenceOutcome::failed);
+    EXPECT_TRUE(bmc.powered_on());
+    EXPECT_TRUE(bmc.power_commands().empty());
+    std::string logged = slurp(dir.path() / "pvc.log");
+    EXPECT_NE(logged.find("FAILED TO FENCE NODE hv3"), std::string::npos) << logged;
+    EXPECT_NE(logged.find("IPMI power off of hv3 failed"), std::string::npos) << logged;
+    EXPECT_EQ(logged.find("wr0ngpassw0rd"), std::string::npos) << logged;
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "dead");
+}
+
+// Every coordinator scans; the write lock on the dead node's daemonstate
+// lets exactly one of them fence it.
+TEST_F(Fencing, TwoAndThreeCoordinatorsStartExactlyOneFenceJob) {
+    for (int coordinators : {2, 3}) {
+        SCOPED_TRACE(coordinators);
+        std::string dead = "hv" + std::to_string(coordinators + 1);
+        for (int i = 1; i <= coordinators; ++i) {
+            add_node("hv" + std::to_string(i), i);
+            set_live("hv" + std::to_string(i), true);
+        }
+        add_node(dead, coordinators + 1);
+        auto& bmc = add_bmc(dead, coordinators + 1);
+        auto ipmi = ipmitool();
+        NoRbdLockBreaker locks(log);
+        std::vector<std::unique_ptr<Fencer>> fencers;
+        std::atomic<int> done{0};
+        for (int i = 0; i < coordinators; ++i) {
+            fencers.push_back(std::make_unique<Fencer>(connect(), *ipmi, locks, log, settings(0), 3));
+            fencers.back()->on_job_done([&](const std::string&, FenceOutcome, const FenceTimes&) { ++done; });
+            fencers.back()->start();
+        }
+        // Ticks at the same moment on every coordinator: the worst case for the lock.
+        Ticker ticks(1000ms, [&] {
+            for (auto& f : fencers) f->on_tick();
+        });
+        ASSERT_TRUE(eventually([&] { return done > 0; }, 40s));
+        std::this_thread::sleep_for(4s);
+        int jobs = 0;
+        for (auto& f : fencers) jobs += f->jobs_started();
+        EXPECT_EQ(jobs, 1);
+        EXPECT_EQ(done, 1);
+        EXPECT_EQ(bmc.power_commands(), (std::vector<std::string>{"set power 0", "set power 1"}));
+        EXPECT_EQ(get(path("node.state.daemon", {dead})), "fenced");
+        // Leave the dead node fenced and out of the next round's way.
+        set_live(dead, false);
+    }
+}
+
+TEST_F(Fencing, NodeCutOffFromZooKeeperRunsItsResetAction) {
+    add_node("hv1", 1);
+    set_live("hv1", true);
+    auto marker = dir.path() / "reset-ran";
+    SelfFence self(connect(), log, "hv1", 1000ms, 3, "echo reset >> " + marker.string());
+    self.start();
+    std::this_thread::sleep_for(5s);  // keepalives arrive: no reset
+    EXPECT_EQ(self.resets(), 0);
+    EXPECT_FALSE(std::filesystem::exists(marker));
+    auto cut = std::chrono::steady_clock::now();
+    zk.stop();
+    ASSERT_TRUE(eventually([&] { return std::filesystem::exists(marker); }, 15s));
+    auto after = std::chrono::steady_clock::now() - cut;
+    EXPECT_GE(after, 2s);  // not before 3 intervals since the last keepalive (up to 1 s before the cut)
+    EXPECT_EQ(slurp(marker), "reset\n");
+    EXPECT_EQ(self.resets(), 1);
+    EXPECT_NE(slurp(dir.path() / "pvc.log").find("SELF-FENCING"), std::string::npos);
+    zk.start();
+}
+
+TEST_F(Fencing, ShuttingDownNodeDoesNotResetItself) {
+    add_node("hv1", 1);
+    set_live("hv1", true);
+    auto marker = dir.path() / "reset-ran";
+    SelfFence self(connect(), log, "hv1", 1000ms, 2, "echo reset >> " + marker.string());
+    self.start();
+    std::this_thread::sleep_for(2s);
+    self.disarm();  // daemon state shutdown: the keepalive stops on purpose
+    set_live("hv1", false);
+    std::this_thread::sleep_for(4s);
+    EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+// Tier 2: the built module loads through the core's module host.
+TEST(FencingModule, LoadsThroughTheModuleHost) {
+    pvc::ModuleHost host(pvc::test::build_dir() + "/modules", pvc::Logger(pvc::make_log_sink(nullptr), ""));
+    auto& m = host.load_file(std::filesystem::path(pvc::test::build_dir()) / "modules/libpvc-module-fencing.so");
+    EXPECT_EQ(m.name(), "fencing");
+}
