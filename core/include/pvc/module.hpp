@@ -6,6 +6,8 @@
 // Use PVC_MODULE(ClassName) at namespace scope in one source of the module.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,35 +28,107 @@
 namespace pvc {
 
 // Bumped whenever anything in core/include/pvc changes incompatibly.
-inline constexpr int module_abi = 1;
+inline constexpr int module_abi = 2;
 
 using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
 
 // One io_context (the daemon's event loop) plus a bounded pool for blocking
 // work (libvirt lifecycle calls, process spawns). Blocking work never runs
 // on the io_context; results are posted back to the caller's strand.
+//
+// No exception ends the process: Boost's thread_pool calls std::terminate
+// when a task throws, and an io_context handler that throws ends io.run().
+// Every task posted through the Executor (blocking work, its completion,
+// strand posts) and every handler run by run_io() is therefore wrapped: an
+// exception ends that task only, is logged with what the task was, and is
+// counted (failed_tasks()). Code that must finish an interrupted action
+// retries it itself; the Executor only keeps the process alive.
 class Executor {
 public:
     explicit Executor(unsigned blocking_threads = 4) : pool_(blocking_threads) {}
     boost::asio::io_context& io() { return io_; }
     Strand make_strand() { return boost::asio::make_strand(io_); }
+    // Where task failures are logged (until set: stderr).
+    void set_logger(Logger log) {
+        std::lock_guard g(log_m_);
+        log_ = std::move(log);
+    }
+
     // Runs `work` on the blocking pool, then `done(result)` on `strand`.
+    // When `work` throws, `done` is not called.
     template <class Work, class Done>
-    void blocking(Strand strand, Work work, Done done) {
-        boost::asio::post(pool_, [strand, work = std::move(work), done = std::move(done)]() mutable {
-            auto result = work();
-            boost::asio::post(strand, [done = std::move(done), result = std::move(result)]() mutable {
-                done(std::move(result));
+    void blocking(std::string what, Strand strand, Work work, Done done) {
+        boost::asio::post(pool_, [this, what = std::move(what), strand, work = std::move(work),
+                                  done = std::move(done)]() mutable {
+            guarded(what, [&] {
+                auto result = work();
+                boost::asio::post(strand, [this, what, done = std::move(done), result = std::move(result)]() mutable {
+                    guarded(what, [&] { done(std::move(result)); });
+                });
             });
         });
     }
+    template <class Work, class Done>
+    void blocking(Strand strand, Work work, Done done) {
+        blocking("a blocking task", std::move(strand), std::move(work), std::move(done));
+    }
     template <class Work>
-    void blocking(Work work) { boost::asio::post(pool_, std::move(work)); }
+    void blocking(std::string what, Work work) {
+        boost::asio::post(pool_, [this, what = std::move(what), work = std::move(work)]() mutable {
+            guarded(what, work);
+        });
+    }
+    template <class Work>
+    void blocking(Work work) { blocking("a blocking task", std::move(work)); }
+    // Runs `fn` on `strand` (the io_context), guarded like the pool's tasks.
+    template <class Fn>
+    void post(Strand strand, std::string what, Fn fn) {
+        boost::asio::post(strand, [this, what = std::move(what), fn = std::move(fn)]() mutable { guarded(what, fn); });
+    }
+    // Runs the io_context on the calling thread until it is stopped; a
+    // handler that throws (also one posted to a strand directly) is logged
+    // and counted and the loop goes on.
+    void run_io() {
+        for (;;) {
+            try {
+                io_.run();
+                return;
+            } catch (const std::exception& e) {
+                report("an event-loop handler", e.what());
+            } catch (...) {
+                report("an event-loop handler", "unknown exception");
+            }
+        }
+    }
+    // Tasks and handlers ended by an exception since start.
+    uint64_t failed_tasks() const { return failed_.load(); }
     void stop_pool() { pool_.stop(); pool_.join(); }
 
 private:
+    template <class Fn>
+    void guarded(const std::string& what, Fn&& fn) noexcept {
+        try {
+            fn();
+        } catch (const std::exception& e) {
+            report(what, e.what());
+        } catch (...) {
+            report(what, "unknown exception");
+        }
+    }
+    void report(const std::string& what, const char* why) noexcept {
+        uint64_t n = ++failed_;
+        try {
+            std::lock_guard g(log_m_);
+            log_.error("{} failed: {} (task failures so far: {})", what, why, n);
+        } catch (...) {
+        }
+    }
+
     boost::asio::io_context io_;
     boost::asio::thread_pool pool_;
+    std::mutex log_m_;
+    Logger log_;
+    std::atomic<uint64_t> failed_{0};
 };
 
 // A typed event the core publishes; subscribers are called on the thread that

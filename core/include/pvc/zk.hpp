@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
@@ -173,7 +174,15 @@ public:
 
     // Blocks until held, or until `timeout` passes (nullopt = forever).
     // Returns false on timeout (our contender is removed) or when the session closes.
+    // The wait is kazoo's: a watch on the predecessor's deletion, so a long
+    // (or unbounded) wait keeps its place in the queue; the contender is only
+    // re-created when a session expiry has removed it.
     bool acquire(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+    // Same, and also gives up (false, contender removed) once `stop` says so
+    // (polled at least every 100 ms): an unbounded wait that ends at shutdown.
+    using StopCheck = std::function<bool()>;
+    bool acquire(std::optional<std::chrono::milliseconds> timeout, const StopCheck& stop);
+    bool acquire(std::optional<std::chrono::milliseconds> timeout, std::stop_token stop);
     void release();
     bool held() const { return !node_.empty(); }
     // Name of our contender znode while held or waiting ("" otherwise).

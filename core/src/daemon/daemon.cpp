@@ -8,6 +8,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/process.hpp>
+#include <fmt/chrono.h>
 
 #ifdef PVC_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -15,6 +16,7 @@
 
 #include "daemon/host_figures.hpp"
 #include "daemon/module_host.hpp"
+#include "daemon/node_guard.hpp"
 #include "health/health_host.hpp"
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
@@ -44,7 +46,9 @@ struct Daemon::Startup : std::runtime_error {
 };
 
 Daemon::Daemon(Config cfg, std::shared_ptr<LogSink> sink)
-    : cfg_(std::move(cfg)), sink_(std::move(sink)), log_(sink_, "") {}
+    : cfg_(std::move(cfg)), sink_(std::move(sink)), log_(sink_, "") {
+    executor_.set_logger(log_);
+}
 
 Daemon::~Daemon() {
     if (shutdown_thread_.joinable()) shutdown_thread_.join();
@@ -159,12 +163,22 @@ void Daemon::register_node() {
 
     // One daemon per node name: an exclusive lock inside the node root,
     // ephemeral to our session (README Decisions). Readers ignore lock children.
+    // Its data says who we are, so that a restart after a crash can prove us gone.
     auto take_guard = [&] {
         node_guard_ = std::make_unique<zk::Lock>(zk_, root, zk::LockKind::exclusive,
-                                                 fmt::format("pvcnoded {}@{}", ::getpid(), h.fqdn));
-        auto wait = zk_->options().session_timeout + std::chrono::seconds(2);
+                                                 node_guard::encode(node_guard::self(h.hostname), h.fqdn));
+        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(zk_->options().session_timeout +
+                                                                          std::chrono::seconds(2));
+        auto holders = node_guard::clear_stale(*zk_, root, h.hostname, log_);
+        if (!holders.empty()) {
+            auto until = std::chrono::system_clock::now() + wait;
+            log_.info("Waiting for the node lock of {}, held by {}, until {} (the ZooKeeper session timeout of a "
+                      "crashed holder, plus 2 s); then refusing to start",
+                      h.hostname, join(holders, ", "),
+                      fmt::format("{:%H:%M:%S}", fmt::localtime(std::chrono::system_clock::to_time_t(until))));
+        }
         std::string ka_before = zk_->get(node_path("node.keepalive")).value_or("");
-        if (!node_guard_->acquire(std::chrono::duration_cast<std::chrono::milliseconds>(wait))) {
+        if (!node_guard_->acquire(wait)) {
             std::string ka_after = zk_->get(node_path("node.keepalive")).value_or("");
             throw Startup(fmt::format("another pvcnoded is already running for node {} (it holds the node lock{}); "
                                       "refusing to start",
@@ -308,6 +322,34 @@ void Daemon::watch_cluster() {
     }));
 }
 
+std::string Daemon::cached_router_state() const {
+    std::lock_guard g(state_m_);
+    return router_state_;
+}
+
+bool Daemon::pause(std::chrono::milliseconds d) {
+    std::unique_lock lk(ka_m_);
+    return !ka_cv_.wait_for(lk, d, [this] { return ka_stop_; });
+}
+
+// An action the spec says must complete (takeover, relinquish, the router
+// state writes that start them) is retried with backoff while ZooKeeper is
+// unreachable, as long as it is still wanted and the daemon is not stopping.
+void Daemon::until_done(const char* what, const std::function<bool()>& wanted, const std::function<bool()>& step) {
+    auto delay = std::chrono::milliseconds(250);
+    for (int attempt = 1;; ++attempt) {
+        if (!wanted()) return;
+        try {
+            if (step()) return;
+            log_.warn("{} did not complete (attempt {}); retrying in {} ms", what, attempt, delay.count());
+        } catch (const std::exception& e) {
+            log_.warn("{} failed (attempt {}): {}; retrying in {} ms", what, attempt, e.what(), delay.count());
+        }
+        if (!pause(delay)) return;
+        delay = std::min(delay * 2, std::chrono::milliseconds(5000));
+    }
+}
+
 // node-lifecycle.md §7.2. Blocking steps run on the pool, never in the callback.
 void Daemon::on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat) {
     std::string v = value.value_or("none");
@@ -320,60 +362,97 @@ void Daemon::on_primary_node(const std::optional<std::string>& value, const zk::
         router = router_state_;
         dstate = daemon_state_;
     }
+    // Each action is wanted only while /config/primary_node still holds the value that asked for it.
+    auto still = [this, v, version = stat.version] {
+        std::lock_guard g(state_m_);
+        return primary_node_ == v && primary_node_version_ == version;
+    };
     if (cfg_.daemon_mode != "coordinator") {
-        if (router != "client") executor_.blocking([this] { write_own("node.state.router", "client"); });
+        if (router != "client")
+            executor_.blocking("router state write (client)", [this, still] {
+                until_done("Writing router state client", [&] { return still() && cached_router_state() != "client"; },
+                           [this] { return write_own("node.state.router", "client"); });
+            });
         return;
     }
     const std::string& me = cfg_.host.hostname;
     int32_t version = stat.version;
     if (v == "none") {
         if (dstate != "run" || router == "primary" || router == "takeover" || router == "relinquish") return;
-        executor_.blocking([this, version] {
-            zk::Lock lock(zk_, schema::path("base.config.primary_node"), zk::LockKind::exclusive);
-            if (!lock.acquire(std::chrono::milliseconds(400))) {
-                log_.info("Timed out contending for primary");
-                return;
-            }
-            zk::Stat now;
-            zk_->get(schema::path("base.config.primary_node"), &now);
-            if (now.version == version) {
-                log_.info("Contending for primary: we won");
-                zk_->write(schema::path("base.config.primary_node"), cfg_.host.hostname);
-            }
-        });
+        executor_.blocking("primary contention", [this, version, still] { contend_for_primary(version, still); });
     } else if (v == me && router == "secondary") {
-        executor_.blocking([this] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(500));
-            write_own("node.state.router", "takeover");
+        executor_.blocking("takeover request", [this, still] {
+            if (!pause(std::chrono::milliseconds(500))) return;
+            until_done("Requesting takeover", [&] { return still() && cached_router_state() == "secondary"; },
+                       [this] { return write_own("node.state.router", "takeover"); });
         });
     } else if (v != me && router == "primary") {
-        executor_.blocking([this] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(500));
-            write_own("node.state.router", "relinquish");
+        executor_.blocking("relinquish request", [this, still] {
+            if (!pause(std::chrono::milliseconds(500))) return;
+            until_done("Requesting relinquish", [&] { return still() && cached_router_state() == "primary"; },
+                       [this] { return write_own("node.state.router", "relinquish"); });
         });
     }
+}
+
+// §7.2 "contend". A timeout means another contender holds the lock and will
+// write (nothing more to do, as in the reference); an error (ZooKeeper
+// unreachable) says nothing about the others, so the contention is retried
+// once ZooKeeper is back while the value is still the `none` we saw. Without
+// that a lone secondary would leave the cluster without a primary.
+void Daemon::contend_for_primary(int32_t version, const std::function<bool()>& still) {
+    const std::string key = schema::path("base.config.primary_node");
+    auto eligible = [&] {
+        std::lock_guard g(state_m_);
+        return daemon_state_ == "run" && router_state_ != "primary" && router_state_ != "takeover" &&
+               router_state_ != "relinquish";
+    };
+    until_done("Contending for primary", [&] { return still() && eligible(); }, [&] {
+        zk::Lock lock(zk_, key, zk::LockKind::exclusive);
+        if (!lock.acquire(std::chrono::milliseconds(400))) {
+            if (!zk_->connected()) throw zk::Error(zk::Status::connection_loss, "ZooKeeper unreachable");
+            log_.info("Timed out contending for primary");
+            return true;
+        }
+        zk::Stat now;
+        zk_->get(key, &now);
+        if (now.version != version) return true;
+        log_.info("Contending for primary: we won");
+        return zk_->write(key, cfg_.host.hostname);
+    });
 }
 
 // The hand-over itself. The network module (when built) moves the floating
 // addresses and primary services on the router_state event; the core only
 // serialises through the primary_node lock and completes the state change, so
 // a coordinator without networking never stays in takeover/relinquish
-// (the reference's defect, node-lifecycle.md §13.7).
+// (the reference's defect, node-lifecycle.md §13.7). Both must complete: an
+// interruption (ZooKeeper unreachable) is retried until they do, or until
+// the router state has moved on (a fencer forcing `secondary`).
 void Daemon::on_router_state(const std::string& state) {
     if (state == "takeover") {
-        executor_.blocking([this] {
+        executor_.blocking("takeover", [this] {
             log_.system("Taking over primary coordinator role");
-            zk::Lock lock(zk_, schema::path("base.config.primary_node"), zk::LockKind::exclusive);
-            lock.acquire();
-            zk_->ensure_path(schema::path("base.config.primary_node.sync_lock"));
-            write_own("node.state.router", "primary");
-            log_.ok("Node is now primary");
+            auto wanted = [this] { return cached_router_state() == "takeover"; };
+            bool done = false;
+            until_done("Takeover", wanted, [&] {
+                zk::Lock lock(zk_, schema::path("base.config.primary_node"), zk::LockKind::exclusive);
+                if (!lock.acquire(std::nullopt, [&] { return !wanted() || stopping(); })) return !wanted();
+                zk_->ensure_path(schema::path("base.config.primary_node.sync_lock"));
+                done = write_own("node.state.router", "primary");
+                return done;
+            });
+            if (done) log_.ok("Node is now primary");
         });
     } else if (state == "relinquish") {
-        executor_.blocking([this] {
+        executor_.blocking("relinquish", [this] {
             log_.system("Relinquishing primary coordinator role");
-            write_own("node.state.router", "secondary");
-            log_.ok("Node is now secondary");
+            bool done = false;
+            until_done("Relinquish", [this] { return cached_router_state() == "relinquish"; }, [&] {
+                done = write_own("node.state.router", "secondary");
+                return done;
+            });
+            if (done) log_.ok("Node is now secondary");
         });
     }
 }
@@ -421,7 +500,12 @@ void Daemon::keepalive_loop() {
     while (!ka_stop_) {
         if (ka_cv_.wait_until(lk, next, [this] { return ka_stop_; })) break;
         lk.unlock();
-        keepalive_tick(false);
+        try {
+            keepalive_tick(false);
+        } catch (const std::exception& e) {
+            // The next tick tries again; the loop (and the process) must go on.
+            log_.error("Keepalive tick failed: {}", e.what());
+        }
         lk.lock();
         // Coalescing: a tick that overran skips the missed slots.
         auto now = clock::now();
@@ -561,7 +645,12 @@ void Daemon::request_shutdown() {
     }
     if (shutting_down_.exchange(true)) return;
     shutdown_thread_ = std::thread([this] {
-        shutdown();
+        try {
+            shutdown();
+        } catch (const std::exception& e) {
+            log_.error("Shutdown sequence failed: {}; exiting", e.what());
+            exit_status_ = exit_failure;
+        }
         executor_.io().stop();
     });
 }
@@ -640,7 +729,7 @@ int Daemon::run() {
     };
     hup.async_wait(on_hup);
 
-    std::thread loop([&io] { io.run(); });
+    std::thread loop([this] { executor_.run_io(); });
     try {
         start();
         bool pending;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,15 @@ private:
     void watch_cluster();
     void on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat);
     void on_router_state(const std::string& state);
+    void contend_for_primary(int32_t version, const std::function<bool()>& still);
+    void until_done(const char* what, const std::function<bool()>& wanted, const std::function<bool()>& step);
+    // Sleeps `d`; false when the daemon is stopping (its keepalive is stopped).
+    bool pause(std::chrono::milliseconds d);
+    bool stopping() {
+        std::lock_guard g(ka_m_);
+        return ka_stop_;
+    }
+    std::string cached_router_state() const;
     void keepalive_loop();
     void keepalive_tick(bool final_tick);
     void shutdown();

@@ -71,17 +71,36 @@ Lock::~Lock() {
     }
 }
 
-bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout) {
+bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout) { return acquire(timeout, StopCheck{}); }
+
+bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout, std::stop_token stop) {
+    return acquire(timeout, StopCheck([stop] { return stop.stop_requested(); }));
+}
+
+// Removes a contender of ours; when the connection is down, the session does
+// it once it is back (a left-over contender would block everyone after us).
+static void remove_contender(detail::SessionImpl& impl, const std::string& full) {
+    Status s = impl.remove(full);
+    if (s == Status::connection_loss || s == Status::timeout) {
+        spdlog::warn("lock contender {}: delete failed ({}); it is removed once ZooKeeper is reachable again", full,
+                     to_string(s));
+        impl.remove_when_reconnected(full);
+    } else if (s != Status::ok && s != Status::no_node && s != Status::closed && s != Status::session_expired) {
+        throw Error(s, "ZooKeeper delete " + full + ": " + to_string(s));
+    }
+}
+
+bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout, const StopCheck& stop) {
     using Clock = std::chrono::steady_clock;
     if (held()) return true;  // not re-entrant: a second acquire of a held Lock is a no-op
     auto* impl = dynamic_cast<detail::SessionImpl*>(session_.get());
     if (!impl) throw Error(Status::other, "zk::Lock needs a session from zk::Session::connect");
     const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
-    auto expired = [&] { return Clock::now() >= deadline; };
+    auto expired = [&] { return Clock::now() >= deadline || (stop && stop()); };
     auto give_up = [&] {
         if (!node_.empty()) {
             try {
-                impl->remove(path_ + "/" + node_);
+                remove_contender(*impl, path_ + "/" + node_);
             } catch (...) {
             }
         }
@@ -126,7 +145,8 @@ bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout) {
             }
             if (!pred) return true;  // Step 4: held.
             if (expired()) return give_up();
-            switch (impl->wait_for_change(path_ + "/" + pred->name, deadline)) {
+            // Step 4: wait on the predecessor only; our contender keeps its place.
+            switch (impl->wait_for_change(path_ + "/" + pred->name, deadline, stop)) {
                 case detail::WaitResult::changed: break;
                 case detail::WaitResult::timeout: return give_up();  // Step 5
                 case detail::WaitResult::closed: node_.clear(); return false;
@@ -139,6 +159,7 @@ bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout) {
             if (expired()) return give_up();
             spdlog::warn("lock {}: {}; retrying", path_, e.what());
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            if (expired()) return give_up();
         }
     }
 }
@@ -147,11 +168,7 @@ void Lock::release() {
     if (node_.empty()) return;
     std::string full = path_ + "/" + node_;
     node_.clear();
-    if (auto* impl = dynamic_cast<detail::SessionImpl*>(session_.get())) {
-        Status s = impl->remove(full);
-        if (s != Status::ok && s != Status::no_node && s != Status::closed)
-            throw Error(s, "ZooKeeper delete " + full + ": " + to_string(s));
-    }
+    if (auto* impl = dynamic_cast<detail::SessionImpl*>(session_.get())) remove_contender(*impl, full);
 }
 
 }  // namespace pvc::zk

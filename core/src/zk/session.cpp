@@ -632,6 +632,10 @@ void SessionImpl::handle_session_state(uint64_t gen, int state) {
             suspended_ = false;
             spdlog::warn("ZooKeeper: session expired; new session {:#x} opened, restoring ephemerals and watches",
                          session_id());
+            {
+                std::lock_guard l(reg_m_);
+                orphans_.clear();  // they were ephemerals of the expired session
+            }
             restore_ephemerals();
             refresh_all(true);
             fire_all_oneshots();
@@ -641,6 +645,7 @@ void SessionImpl::handle_session_state(uint64_t gen, int state) {
             emit(SessionEvent::connected);
         } else if (suspended_) {
             suspended_ = false;
+            remove_orphans();
             refresh_all(false);  // a watch whose re-arm failed while disconnected
             fire_all_oneshots();
             emit(SessionEvent::reconnected);
@@ -700,6 +705,31 @@ void SessionImpl::restore_ephemerals() {
             },
             false);
         if (rc != ZOK) spdlog::error("ZooKeeper: cannot re-create ephemeral {}: {}", path, zerror(rc));
+    }
+}
+
+void SessionImpl::remove_when_reconnected(const std::string& path) {
+    {
+        std::lock_guard l(reg_m_);
+        orphans_.push_back(path);
+    }
+    // Connected again meanwhile (the reconnect event may have been handled already).
+    if (connected()) post([this] { remove_orphans(); });
+}
+
+void SessionImpl::remove_orphans() {
+    std::vector<std::string> paths;
+    {
+        std::lock_guard l(reg_m_);
+        paths.swap(orphans_);
+    }
+    for (const auto& p : paths) {
+        Status s = remove(p);
+        if (s == Status::ok || s == Status::no_node || s == Status::closed) continue;
+        spdlog::warn("ZooKeeper: cannot remove our stale lock contender {}: {}; retrying on the next reconnect", p,
+                     to_string(s));
+        std::lock_guard l(reg_m_);
+        orphans_.push_back(p);
     }
 }
 
@@ -845,7 +875,8 @@ void SessionImpl::cancel_sub(const std::shared_ptr<SubState>& s) {
     subs_.erase(std::remove(subs_.begin(), subs_.end(), s), subs_.end());
 }
 
-WaitResult SessionImpl::wait_for_change(const std::string& path, Clock::time_point deadline) {
+WaitResult SessionImpl::wait_for_change(const std::string& path, Clock::time_point deadline,
+                                        const std::function<bool()>& stop) {
     auto o = std::make_shared<OneShot>();
     {
         std::lock_guard l(reg_m_);
@@ -867,8 +898,15 @@ WaitResult SessionImpl::wait_for_change(const std::string& path, Clock::time_poi
         return Clock::now() >= deadline ? WaitResult::timeout : WaitResult::changed;  // caller re-checks
     }
     std::unique_lock l(o->m);
-    while (!o->fired && !closed_ && Clock::now() < deadline)
+    while (!o->fired && !closed_ && Clock::now() < deadline) {
         o->cv.wait_until(l, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+        if (stop && !o->fired) {
+            l.unlock();
+            bool stopping = stop();
+            l.lock();
+            if (stopping) break;
+        }
+    }
     bool fired = o->fired;
     l.unlock();
     if (!fired) drop();

@@ -84,9 +84,17 @@ public:
 
     // Lock support: waits until `path` changes or vanishes (true at once if absent),
     // a session event happens, the deadline passes or the session closes.
-    WaitResult wait_for_change(const std::string& path, Clock::time_point deadline);
+    // `stop` (optional) is polled every 100 ms; true ends the wait (WaitResult::timeout).
+    WaitResult wait_for_change(const std::string& path, Clock::time_point deadline,
+                               const std::function<bool()>& stop = {});
     // Plain delete (version -1); Status::ok / no_node / ...
     Status remove(const std::string& path, int32_t version = -1);
+    // A delete of one of our own ephemerals (a lock contender) that failed
+    // with the connection down: done as soon as the same session is
+    // connected again, dropped if the session expires (the node is gone then).
+    // Without it a contender left over from a failed release would block
+    // every later contender for as long as our session lives.
+    void remove_when_reconnected(const std::string& path);
 
     // Called on libzookeeper's thread.
     void zk_event(uint64_t gen, int type, int state, const char* path);
@@ -108,6 +116,7 @@ private:
     void refresh(const std::shared_ptr<WatchState>& w, bool force);
     void refresh_all(bool force);
     void restore_ephemerals();
+    void remove_orphans();
     void emit(SessionEvent e);
     void fire_all_oneshots();
     std::optional<std::string> get_watched(const std::string& path, Stat* stat, bool watch, int& rc);
@@ -138,6 +147,7 @@ private:
     std::vector<std::shared_ptr<SubState>> subs_;
     std::multimap<std::string, std::shared_ptr<OneShot>> oneshots_;
     std::map<std::string, std::string> ephemerals_;
+    std::vector<std::string> orphans_;  // remove_when_reconnected()
 };
 
 }  // namespace pvc::zk::detail
