@@ -496,6 +496,13 @@ void Daemon::keepalive_loop() {
     // The first tick runs at once (not one interval later as in the
     // reference): it is what moves the node to `run`.
     auto next = clock::now();
+    // systemd's watchdog (WatchdogSec in the unit) restarts a daemon whose
+    // keepalive loop is stuck, before peers fence the node for it.
+    bool watchdog = false;
+#ifdef PVC_HAVE_SYSTEMD
+    uint64_t watchdog_usec = 0;
+    watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+#endif
     std::unique_lock lk(ka_m_);
     while (!ka_stop_) {
         if (ka_cv_.wait_until(lk, next, [this] { return ka_stop_; })) break;
@@ -506,6 +513,7 @@ void Daemon::keepalive_loop() {
             // The next tick tries again; the loop (and the process) must go on.
             log_.error("Keepalive tick failed: {}", e.what());
         }
+        if (watchdog) notify("WATCHDOG=1");
         lk.lock();
         // Coalescing: a tick that overran skips the missed slots.
         auto now = clock::now();

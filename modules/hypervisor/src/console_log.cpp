@@ -1,11 +1,12 @@
 #include "console_log.hpp"
 
-#include <fstream>
+#include <fcntl.h>
 #include <sys/inotify.h>
-#include <unistd.h>
-#include <sstream>
-
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "pvc/schema.hpp"
 
@@ -64,6 +65,14 @@ std::string tail_lines(const std::string& raw, int lines) {
     return text;
 }
 
+std::optional<std::filesystem::path> console_log_file(const std::filesystem::path& dir, std::string_view name) {
+    constexpr size_t max_name = 255 - 4;  // NAME_MAX less ".log"
+    if (name.empty() || name == "." || name == ".." || name.size() > max_name) return std::nullopt;
+    for (unsigned char c : name)
+        if (c == '/' || c < 0x20 || c == 0x7f) return std::nullopt;
+    return dir / (std::string(name) + ".log");
+}
+
 ConsoleLog::ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::string uuid,
                        std::filesystem::path file, int lines)
     : zk_(std::move(zk)), ex_(ex), strand_(strand), uuid_(std::move(uuid)), file_(std::move(file)), lines_(lines),
@@ -77,10 +86,13 @@ constexpr auto kFallbackPoll = std::chrono::seconds(10);     // when the file ca
 void ConsoleLog::prepare() {
     std::error_code ec;
     if (file_.empty() || !std::filesystem::is_directory(file_.parent_path(), ec)) return;
-    if (!std::filesystem::exists(file_, ec)) {
-        std::ofstream touch(file_, std::ios::app);
-    }
-    ::chmod(file_.c_str(), 0600);
+    // O_NOFOLLOW: a link planted under the name never makes us create or
+    // chmod a file elsewhere.
+    int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (fd < 0) return;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) ::fchmod(fd, 0600);
+    ::close(fd);
 }
 
 void ConsoleLog::start() {

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,11 +23,17 @@ namespace pvc::hv {
 // newline), invalid UTF-8 replaced by U+FFFD.
 std::string tail_lines(const std::string& text, int lines);
 
+// <dir>/<name>.log for a VM name read from ZooKeeper, or nullopt when the name
+// is not one plain file name (empty, `.`, `..`, a `/`, a control character, too
+// long): a name never reaches outside `dir`.
+std::optional<std::filesystem::path> console_log_file(const std::filesystem::path& dir, std::string_view name);
+
 class ConsoleLog : public std::enable_shared_from_this<ConsoleLog> {
 public:
     ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::string uuid,
                std::filesystem::path file, int lines);
-    // Creates the file (mode 0600) if missing. Blocking (file system only).
+    // Creates the file (mode 0600) if missing, never through a symbolic link.
+    // Blocking (file system only).
     void prepare();
     // Idempotent.
     void start();

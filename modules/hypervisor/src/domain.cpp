@@ -33,7 +33,8 @@ bool is_migrate(VmState s) { return s == VmState::migrate || s == VmState::migra
 }  // namespace
 
 Domain::Domain(Shared& shared, std::string uuid)
-    : sh_(shared), uuid_(std::move(uuid)), log_(shared.log.child(shared.log.prefix())), strand_(shared.ex.make_strand()) {}
+    : sh_(shared), uuid_(std::move(uuid)), log_(shared.log.child(shared.log.prefix())), strand_(shared.ex.make_strand()),
+      retry_timer_(strand_) {}
 
 std::string Domain::path(std::string_view key) const { return schema::path(key, {uuid_}); }
 
@@ -42,45 +43,84 @@ Domain::Cached Domain::cached() const {
     return cached_;
 }
 
+std::shared_ptr<ConsoleLog> Domain::console() const {
+    std::lock_guard g(console_m_);
+    return console_;
+}
+
 void Domain::ensure_console(const std::string& name) {
+    std::lock_guard g(console_m_);
     if (name.empty() || name == console_name_) return;
     if (console_) console_->stop(false);
+    console_.reset();
     console_name_ = name;
     std::filesystem::path file;
-    if (!sh_.config.console_log_directory.empty()) file = sh_.config.console_log_directory / (name + ".log");
+    if (!sh_.config.console_log_directory.empty()) {
+        auto safe = console_log_file(sh_.config.console_log_directory, name);
+        if (!safe) {
+            // Logged once per name: the VM runs, without a console log.
+            log_.warn("VM {}: name '{}' cannot be used as a file name; no console log", uuid_, name);
+            return;
+        }
+        file = *safe;
+    }
     console_ = std::make_shared<ConsoleLog>(sh_.zk, sh_.ex, strand_, uuid_, file, sh_.config.console_log_lines);
     console_->prepare();
 }
 
 void Domain::attach() {
-    auto s = read();
-    {
-        std::lock_guard g(m_);
-        prev_lastnode_ = s.lastnode;
+    if (auto s = read()) {
+        {
+            std::lock_guard g(m_);
+            prev_lastnode_ = s->lastnode;
+        }
+        remember(*s);
+        ensure_console(s->name);
     }
-    remember(s);
-    ensure_console(s.name);
+    // Unreadable now: the watch's first dispatch reads again (and retries).
     std::weak_ptr<Domain> weak = weak_from_this();
     try {
-        watch_ = sh_.zk->watch_data(path("domain.state"), [weak](const std::optional<std::string>&, const zk::Stat&) {
+        auto w = sh_.zk->watch_data(path("domain.state"), [weak](const std::optional<std::string>&, const zk::Stat&) {
             if (auto self = weak.lock()) self->request_dispatch();
         });
+        std::lock_guard g(console_m_);
+        watch_ = w;
+        if (gone_) watch_->cancel();  // detached while the watch was being set up
     } catch (const std::exception& e) {
         log_.error("VM {}: cannot watch its state: {}", uuid_, e.what());
+        retry_later();
     }
 }
 
 void Domain::detach() {
     gone_ = true;
-    if (watch_) watch_->cancel();
+    {
+        std::lock_guard g(console_m_);
+        if (watch_) watch_->cancel();
+    }
     auto self = shared_from_this();
+    boost::asio::post(strand_, [self] { self->retry_timer_.cancel(); });
     boost::asio::post(sh_.procedures, [self] {
-        if (self->console_) self->console_->stop(false);
+        if (auto c = self->console()) c->stop(false);
     });
 }
 
 void Domain::stop_console() {
-    if (console_) console_->stop(true);
+    if (auto c = console()) c->stop(true);
+}
+
+void Domain::retry_later() {
+    using namespace std::chrono;
+    if (read_failures_++ == 0) log_.warn("VM {}: cannot read its keys from ZooKeeper; nothing done, retrying", uuid_);
+    auto delay = std::min(milliseconds(5000), milliseconds(200) * (1u << std::min(read_failures_ - 1, 5u)));
+    auto self = shared_from_this();
+    boost::asio::post(strand_, [self, delay] {
+        if (self->gone_ || self->sh_.stopper.stopping()) return;
+        self->retry_timer_.expires_after(delay);
+        self->retry_timer_.async_wait([self](const boost::system::error_code& ec) {
+            if (!ec) self->request_dispatch();
+        });
+    });
 }
 
 void Domain::request_dispatch() {
@@ -112,15 +152,49 @@ void Domain::request_dispatch() {
     });
 }
 
-Domain::Snapshot Domain::read() {
-    Snapshot s;
-    s.state = sh_.get(path("domain.state"));
-    s.node = sh_.get(path("domain.node")).value_or("");
-    s.lastnode = sh_.get(path("domain.last_node")).value_or("");
-    s.method = sh_.get(path("domain.meta.migrate_method")).value_or("none");
-    s.name = sh_.get(path("domain.name")).value_or("");
-    s.xml = sh_.get(path("domain.xml")).value_or("");
-    return s;
+std::optional<Domain::Snapshot> Domain::read() {
+    // `state` is read first and last: a client writes state, node and lastnode
+    // in one transaction (state always included), so an unchanged state version
+    // means the keys between belong to one moment. A moved version reads again.
+    for (int attempt = 0; attempt < 20 && !sh_.stopper.stopping(); attempt++) {
+        zk::Stat before, after;
+        auto state = sh_.get(path("domain.state"), &before);
+        if (state.failed()) return std::nullopt;
+        Snapshot s;
+        if (!state.present()) return s;
+        auto node = sh_.get(path("domain.node"));
+        auto lastnode = sh_.get(path("domain.last_node"));
+        auto method = sh_.get(path("domain.meta.migrate_method"));
+        auto name = sh_.get(path("domain.name"));
+        auto xml = sh_.get(path("domain.xml"));
+        for (const Read* r : {&node, &lastnode, &method, &name, &xml})
+            if (r->failed()) return std::nullopt;
+        auto again = sh_.get(path("domain.state"), &after);
+        if (again.failed()) return std::nullopt;
+        if (!again.present()) return s;
+        if (after.version != before.version) continue;
+        s.state = again.value_or("");
+        s.node = node.value_or("");
+        s.lastnode = lastnode.value_or("");
+        s.method = method.value_or("none");
+        s.name = name.value_or("");
+        s.xml = xml.value_or("");
+        return s;
+    }
+    return std::nullopt;
+}
+
+bool Domain::confirm(const char* act) {
+    auto now = read();
+    if (now && decision_ && now->state == decision_->state && now->node == decision_->node) return true;
+    if (!now) {
+        log_.warn("VM {}: cannot confirm its node and state; not going to {}", uuid_, act);
+        retry_later();
+    } else {
+        log_.info("VM {}: node/state changed to {}/{}; not going to {}", uuid_, now->node, now->state.value_or("<none>"), act);
+        request_dispatch();  // a node-only change does not fire the state watch
+    }
+    return false;
 }
 
 void Domain::remember(const Snapshot& s) {
@@ -138,11 +212,17 @@ void Domain::remember(const Snapshot& s) {
 
 void Domain::run_dispatch() {
     if (gone_ || sh_.stopper.stopping()) return;
-    auto s = read();
+    auto read_now = read();
+    if (!read_now) return retry_later();
+    if (read_failures_ > 0) log_.info("VM {}: its keys are readable again", uuid_);
+    read_failures_ = 0;
+    decision_ = read_now;
+    const Snapshot& s = *read_now;
     if (!s.state) return;  // being deleted (or not yet complete): nothing to do
     remember(s);
     ensure_console(s.name);
     auto st = parse_vm_state(*s.state);
+    if (st != VmState::invalid) warned_state_.clear();
     bool running = sh_.lv.running(uuid_);
     if (s.node == sh_.me) {
         owner_dispatch(s, st, running);
@@ -156,12 +236,22 @@ void Domain::run_dispatch() {
     case VmState::migrate_live: send(s, true); break;
     case VmState::shutdown: graceful_shutdown(false); break;
     default:
+        // Any other state, unknown ones included: one VM never runs on two nodes.
+        if (!confirm("terminate it")) break;
         log_.info("VM {}: running here but assigned to {}; terminating", uuid_, s.node);
         destroy_sequence();
         if (sh_.running.remove(uuid_)) sh_.publish_running();
-        if (console_) console_->stop(true);
+        if (auto c = console()) c->stop(true);
         break;
     }
+}
+
+void Domain::warn_unknown_state(const std::string& state) {
+    // Newer clients write states this daemon does not know (`mirror`, `import`):
+    // they are not ours to act on, nor to overwrite.
+    if (state == warned_state_) return;
+    warned_state_ = state;
+    log_.warn("VM {}: unknown state '{}'; leaving it alone", uuid_, state);
 }
 
 void Domain::owner_dispatch(const Snapshot& s, VmState st, bool running) {
@@ -176,8 +266,10 @@ void Domain::owner_dispatch(const Snapshot& s, VmState st, bool running) {
             break;
         case VmState::restart: restart_vm(); break;
         case VmState::shutdown: graceful_shutdown(false); break;
-        case VmState::stop: hard_stop(true); break;
-        case VmState::invalid: set_fail("Invalid state '" + *s.state + "'"); break;
+        case VmState::stop:
+            if (confirm("stop it")) hard_stop(true);
+            break;
+        case VmState::invalid: warn_unknown_state(*s.state); break;
         default: break;  // disable, fail, provision, restore, delete: left alone
         }
         return;
@@ -191,14 +283,14 @@ void Domain::owner_dispatch(const Snapshot& s, VmState st, bool running) {
     case VmState::shutdown:
         // Nothing runs: the shutdown is complete (the reference leaves `shutdown` forever).
         if (sh_.running.remove(uuid_)) sh_.publish_running();
-        if (console_) console_->stop(true);
+        if (auto c = console()) c->stop(true);
         sh_.write({{path("domain.state"), "stop"}});
         break;
     case VmState::stop:
         if (sh_.running.remove(uuid_)) sh_.publish_running();
-        if (console_) console_->stop(true);
+        if (auto c = console()) c->stop(true);
         break;
-    case VmState::invalid: set_fail("Invalid state '" + *s.state + "'"); break;
+    case VmState::invalid: warn_unknown_state(*s.state); break;
     default: break;
     }
 }
@@ -237,13 +329,14 @@ void Domain::refresh_vnc() {
 }
 
 void Domain::adopt() {
-    if (console_) console_->start();
-    if (sh_.running.add(uuid_)) sh_.publish_running();
+    if (auto c = console()) c->start();
+    sh_.running.add(uuid_);
+    sh_.publish_running();  // also when the keepalive's statistics pass added it first
 }
 
 // §9.1
 void Domain::start_vm() {
-    if (console_) console_->start();
+    if (auto c = console()) c->start();
     if (auto d = sh_.lv.lookup(uuid_)) {
         int st = 0, reason = 0;
         if (virDomainGetState(d.get(), &st, &reason, 0) == 0 && st == VIR_DOMAIN_RUNNING) {
@@ -258,7 +351,9 @@ void Domain::start_vm() {
     }
     std::vector<std::string> volumes;
     {
-        auto list = sh_.get(path("domain.storage.volumes")).value_or("");
+        auto read_list = sh_.get(path("domain.storage.volumes"));
+        if (read_list.failed()) return retry_later();
+        auto list = read_list.value_or("");
         size_t start = 0;
         while (true) {
             auto pos = list.find(',', start);
@@ -271,18 +366,21 @@ void Domain::start_vm() {
         set_fail(*reason);
         return;
     }
-    if (sh_.get(path("domain.state")) == std::optional<std::string>("fail")) return;
+    auto state = sh_.get(path("domain.state"));
     auto xml = sh_.get(path("domain.xml"));
-    if (!xml || xml->empty()) {
+    if (state.failed() || xml.failed()) return retry_later();
+    if (state.is("fail")) return;
+    if (xml.value_or("").empty()) {
         set_fail("No domain XML");
         return;
     }
     log_.info("VM {}: starting", uuid_);
-    if (auto err = sh_.lv.create_xml(*xml)) {
+    if (auto err = sh_.lv.create_xml(xml.value_or(""))) {
         set_fail(*err);
         return;
     }
-    if (sh_.running.add(uuid_)) sh_.publish_running();
+    sh_.running.add(uuid_);
+    sh_.publish_running();
     sh_.write({{path("domain.failed_reason"), ""}});
     log_.ok("VM {}: started", uuid_);
 }
@@ -299,11 +397,12 @@ void Domain::restart_vm() {
 
 // §9.3 (recommendation: destroy on timeout).
 Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
+    if (!confirm("shut it down")) return ShutdownResult::aborted;
     log_.info("VM {}: shutting down", uuid_);
     if (auto d = sh_.lv.lookup(uuid_)) virDomainShutdown(d.get());
     auto finish = [&](ShutdownResult r) {
         if (sh_.running.remove(uuid_)) sh_.publish_running();
-        if (console_) console_->stop(true);
+        if (auto c = console()) c->stop(true);
         // A restart keeps `restart` until the VM runs again: interrupted here
         // (daemon stopped), the next daemon finishes it instead of leaving `stop`.
         if (restarting) sh_.stopper.sleep(1s);
@@ -312,16 +411,20 @@ Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
     };
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(sh_.config.vm_shutdown_timeout);
     while (true) {
-        auto st = parse_vm_state(sh_.get(path("domain.state")).value_or(""));
-        if (st != VmState::shutdown && st != VmState::restart && st != VmState::migrate && st != VmState::unmigrate) {
-            log_.info("VM {}: shutdown aborted by a state change", uuid_);
-            return ShutdownResult::aborted;
+        // An unreadable state is no reason to abort: keep waiting for the guest.
+        if (auto r = sh_.get(path("domain.state")); !r.failed()) {
+            auto st = parse_vm_state(r.value_or(""));
+            if (st != VmState::shutdown && st != VmState::restart && st != VmState::migrate && st != VmState::unmigrate) {
+                log_.info("VM {}: shutdown aborted by a state change", uuid_);
+                return ShutdownResult::aborted;
+            }
         }
         if (!sh_.lv.running(uuid_)) {
             log_.ok("VM {}: shut down", uuid_);
             return finish(ShutdownResult::off);
         }
         if (std::chrono::steady_clock::now() >= deadline) {
+            if (!confirm("destroy it after the shutdown timeout")) return ShutdownResult::aborted;
             log_.warn("VM {}: shutdown timed out after {} s; destroying", uuid_, sh_.config.vm_shutdown_timeout);
             destroy_sequence();
             return finish(ShutdownResult::timed_out);
@@ -345,7 +448,7 @@ void Domain::hard_stop(bool write_stop) {
     destroy_sequence();
     if (sh_.running.remove(uuid_)) sh_.publish_running();
     if (write_stop) write_state_from({"stop"}, "stop");
-    if (console_) console_->stop(true);
+    if (auto c = console()) c->stop(true);
 }
 
 bool Domain::acquire_unbounded(zk::Lock& lock) {
@@ -359,7 +462,7 @@ bool Domain::acquire_unbounded(zk::Lock& lock) {
 
 // §10.3
 void Domain::send(const Snapshot& s, bool live_required) {
-    const std::string target = sh_.get(path("domain.node")).value_or("");
+    const std::string target = s.node;
     log_.info("VM {}: migrating to {}", uuid_, target);
     zk::Lock node_lock(sh_.zk, path("domain.node"), zk::LockKind::exclusive);
     zk::Lock state_lock(sh_.zk, path("domain.state"), zk::LockKind::exclusive);
@@ -382,10 +485,11 @@ void Domain::send(const Snapshot& s, bool live_required) {
     if (s.node == s.lastnode || s.node == sh_.me) return abort("node equals lastnode or this node");
     if (!sh_.stopper.sleep(500ms)) return;
     if (!sync_lock.acquire(std::chrono::seconds(30))) return abort("peer not responding");
-    auto node_now = sh_.get(path("domain.node")).value_or("");
-    auto lastnode_now = sh_.get(path("domain.last_node")).value_or("");
-    if (node_now != target || node_now == sh_.me || node_now == lastnode_now) return abort("target changed");
-    if (!is_migrate(parse_vm_state(sh_.get(path("domain.state")).value_or("")))) return abort("state changed");
+    auto now = read();
+    if (!now) return retry_later();  // locks released by their destructors; nothing written
+    if (now->node != target || now->node == sh_.me || now->node == now->lastnode) return abort("target changed");
+    if (!now->state || !is_migrate(parse_vm_state(*now->state))) return abort("state changed");
+    decision_ = now;  // what the shutdown fallback confirms against
 
     bool migrated = false;
     if (s.method != "shutdown") {
@@ -406,7 +510,7 @@ void Domain::send(const Snapshot& s, bool live_required) {
     }
     if (migrated) {
         log_.ok("VM {}: live migration to {} done", uuid_, target);
-        if (console_) console_->stop(true);
+        if (auto c = console()) c->stop(true);
         if (sh_.running.remove(uuid_)) sh_.publish_running();
     } else if (live_required) {
         return abort("live migration failed and live migration is required");
@@ -441,11 +545,14 @@ void Domain::receive() {
         } else if (!phase_c.acquire(std::chrono::seconds(30))) {
             return finish();
         }
-        auto state = parse_vm_state(sh_.get(path("domain.state")).value_or(""));
-        auto node = sh_.get(path("domain.node")).value_or("");
+        auto keys = read();
+        auto state = keys && keys->state ? parse_vm_state(*keys->state) : VmState::invalid;
+        auto node = keys ? keys->node : std::string();
         auto st = sh_.lv.state(uuid_);
         if (st == VIR_DOMAIN_RUNNING) {
-            if (sh_.running.add(uuid_)) sh_.publish_running();
+            // Published even if the keepalive's statistics pass listed it first.
+            sh_.running.add(uuid_);
+            sh_.publish_running();
             sh_.write({{path("domain.state"), "start"}});
             log_.ok("VM {}: migration received", uuid_);
         } else if (st) {
@@ -454,6 +561,13 @@ void Domain::receive() {
         } else if (node == sh_.me && state == VmState::stop) {
             // The source shut the VM down: start it here.
             sh_.write({{path("domain.state"), "start"}});
+        } else if (!keys && round + 1 < max_rounds) {
+            // ZooKeeper unreadable: decide nothing now, cycle again.
+            phase_c.release();
+            if (!sh_.stopper.sleep(1s)) return finish();
+            continue;
+        } else if (!keys) {
+            log_.warn("VM {}: cannot read its keys; migration result left undecided", uuid_);
         } else if (node == sh_.me && is_migrate(state) && round + 1 < max_rounds) {
             // The source may not have queued yet (client-initiated race, §10.5): cycle again.
             phase_c.release();
@@ -469,10 +583,9 @@ void Domain::receive() {
         }
         break;
     }
-    {
-        auto s = read();
+    if (auto s = read()) {
         std::lock_guard g(m_);
-        prev_lastnode_ = s.lastnode;
+        prev_lastnode_ = s->lastnode;
     }
     finish();
 }

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include "console_log.hpp"
 #include "shared.hpp"
 
@@ -51,16 +53,26 @@ public:
 
 private:
     struct Snapshot {
-        std::optional<std::string> state;
+        std::optional<std::string> state;   // nullopt: the VM is being deleted
         std::string node, lastnode, method, name, xml;
     };
 
     void run_dispatch();
-    Snapshot read();
+    // The VM's keys as of one moment (no view torn across a client's
+    // transaction); nullopt when ZooKeeper could not be read.
+    std::optional<Snapshot> read();
+    // Re-reads `node` and `state` right before a destructive act on a running
+    // VM: true only if they still say what the dispatch decided on.
+    bool confirm(const char* act);
+    // A dispatch that could not read (or confirm) does nothing and runs again
+    // later, with a doubling delay.
+    void retry_later();
     void remember(const Snapshot& s);
     void owner_dispatch(const Snapshot& s, VmState st, bool running);
+    void warn_unknown_state(const std::string& state);
     void refresh_vnc();
     void ensure_console(const std::string& name);
+    std::shared_ptr<ConsoleLog> console() const;
 
     // Procedures (procedure pool, one at a time per domain).
     void adopt();
@@ -84,6 +96,9 @@ private:
     const std::string uuid_;
     Logger log_;
     Strand strand_;
+    // Written by attach (procedure pool) and dispatches, read by detach and
+    // stop_console on other threads.
+    mutable std::mutex console_m_;
     std::shared_ptr<zk::Watch> watch_;
     std::shared_ptr<ConsoleLog> console_;
     std::string console_name_;
@@ -91,6 +106,11 @@ private:
     // strand only
     bool busy_ = false;
     bool pending_ = false;
+    boost::asio::steady_timer retry_timer_;
+    // dispatch only (dispatches never overlap)
+    std::optional<Snapshot> decision_;   // what the running dispatch acts on
+    std::atomic<unsigned> read_failures_{0};
+    std::string warned_state_;           // an unknown state already logged
     std::atomic<bool> busy_flag_{false};
     std::atomic<bool> gone_{false};
 

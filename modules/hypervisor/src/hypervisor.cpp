@@ -4,6 +4,8 @@
 #include <future>
 #include <set>
 
+#include <libvirt/virterror.h>
+
 #include <nlohmann/json.hpp>
 
 #include "domain_xml.hpp"
@@ -25,7 +27,7 @@ Hypervisor::Hypervisor(NodeContext& ctx, Options options)
         on_libvirt_event(uuid, event);
     });
     shared_.reset(new Shared{ctx.config, log_, ctx.zk, ctx.executor, ctx.config.node, *lv_, *rbd_, stopper_,
-                             procedures_, migrations_, running_});
+                             procedures_, migrations_, running_, {}});
 }
 
 Hypervisor::~Hypervisor() {
@@ -40,6 +42,8 @@ void Hypervisor::start() {
     {
         std::lock_guard g(tick_target_->m);
         tick_target_->hv = this;
+        tick_target_->log = log_;
+        tick_target_->attached = true;
     }
     children_watch_ = ctx_.zk->watch_children(schema::path("base.domain"), [this](const auto& children) {
         boost::asio::post(strand_, [this, children] { on_children(children); });
@@ -49,13 +53,26 @@ void Hypervisor::start() {
         boost::asio::post(strand_, [this, v, version = st.version] { on_domainstate(v, version); });
     });
     ctx_.events.keepalive_tick.subscribe([target = tick_target_, &ex = ctx_.executor] {
-        {
-            std::lock_guard g(target->m);
-            if (!target->hv) return;
+        if (!target->attached) return;
+        if (target->busy.exchange(true)) {
+            if (!target->skipping.exchange(true))
+                target->log.warn("Keepalive collection still running; tick skipped, previous figures kept");
+            return;
         }
         ex.blocking([target] {
-            std::lock_guard g(target->m);
-            if (target->hv) target->hv->on_keepalive_tick();
+            struct Done {
+                TickTarget& t;
+                ~Done() {
+                    if (t.skipping.exchange(false)) t.log.info("Keepalive collection finished; collections resume");
+                    t.busy = false;
+                }
+            } done{*target};
+            try {
+                std::lock_guard g(target->m);
+                if (target->hv) target->hv->on_keepalive_tick();
+            } catch (const std::exception& e) {
+                target->log.error("Keepalive collection failed: {}", e.what());
+            }
         });
     });
     log_.info("Hypervisor started on {} (libvirt {})", shared_->me, lv_->uri());
@@ -67,6 +84,7 @@ void Hypervisor::stop() {
     if (children_watch_) children_watch_->cancel();
     if (domainstate_watch_) domainstate_watch_->cancel();
     lv_->close();
+    tick_target_->attached = false;
     {
         // Waits for a collection in progress; none starts afterwards.
         std::lock_guard g(tick_target_->m);
@@ -190,13 +208,25 @@ void Hypervisor::run_job(Job& job) {
 bool Hypervisor::wait_settled(Job& job, std::vector<std::pair<std::string, Clock::time_point>>& inflight, size_t keep) {
     while (true) {
         std::erase_if(inflight, [&](const auto& e) {
-            auto st = shared_->get(schema::path("domain.state", {e.first})).value_or("");
+            auto r = shared_->get(schema::path("domain.state", {e.first}));
+            if (r.failed()) return Clock::now() >= e.second;  // unknown: still moving, within its bound
+            auto st = r.value_or("");
             bool moving = st == "migrate" || st == "migrate-live" || st == "unmigrate" || st == "shutdown";
             return !moving || Clock::now() >= e.second;
         });
         if (inflight.size() <= keep) return true;
         if (cancelled(job)) return false;
         stopper_.sleep(200ms);
+    }
+}
+
+std::optional<Read> Hypervisor::read_for(Job& job, const std::string& path) {
+    for (bool logged = false;;) {
+        auto r = shared_->get(path);
+        if (!r.failed()) return r;
+        if (!logged) log_.warn("Node {}: cannot read {}; waiting for ZooKeeper", job.action, path);
+        logged = true;
+        if (!stopper_.sleep(2s) || job.cancel) return std::nullopt;
     }
 }
 
@@ -208,15 +238,19 @@ bool Hypervisor::flush(Job& job) {
     for (const auto& uuid : running_.snapshot()) {
         if (cancelled(job)) return false;
         auto key = [&](std::string_view k) { return schema::path(k, {uuid}); };
-        std::optional<std::string> state;
+        std::optional<Read> state;
         while (true) {
-            state = shared_->get(key("domain.state"));
-            if (!state || (*state != "restart" && *state != "shutdown")) break;
+            state = read_for(job, key("domain.state"));
+            if (!state) return false;
+            if (!state->is("restart") && !state->is("shutdown")) break;
             if (!stopper_.sleep(2s) || job.cancel) return false;
         }
-        if (!state) continue;  // not a PVC VM (or being deleted)
-        auto node = shared_->get(key("domain.node")).value_or("");
-        auto lastnode = shared_->get(key("domain.last_node")).value_or("");
+        if (!state->present()) continue;  // not a PVC VM (or being deleted)
+        auto node_read = read_for(job, key("domain.node"));
+        auto lastnode_read = node_read ? read_for(job, key("domain.last_node")) : std::nullopt;
+        if (!lastnode_read) return false;
+        auto node = node_read->value_or("");
+        auto lastnode = lastnode_read->value_or("");
         const std::string home = lastnode.empty() ? node : lastnode;
         std::optional<std::string> target;
         try {
@@ -231,7 +265,7 @@ bool Hypervisor::flush(Job& job) {
         } else if (target) {
             log_.info("VM {}: flushing to {}", uuid, *target);
             shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), *target}, {key("domain.last_node"), home}});
-        } else if (*state == "start") {
+        } else if (state->is("start")) {
             log_.info("VM {}: no migration target; shutting down", uuid);
             shared_->write({{key("domain.state"), "shutdown"}, {key("domain.meta.autostart"), "True"}});
         } else {
@@ -256,15 +290,20 @@ bool Hypervisor::unflush(Job& job) {
     for (const auto& uuid : order) {
         if (cancelled(job)) return false;
         auto key = [&](std::string_view k) { return schema::path(k, {uuid}); };
-        auto node = shared_->get(key("domain.node")).value_or("");
-        if (shared_->get(key("domain.meta.autostart")) == std::optional<std::string>("True") && node == me) {
+        auto node_read = read_for(job, key("domain.node"));
+        auto autostart = node_read ? read_for(job, key("domain.meta.autostart")) : std::nullopt;
+        auto lastnode = autostart ? read_for(job, key("domain.last_node")) : std::nullopt;
+        auto state = lastnode ? read_for(job, key("domain.state")) : std::nullopt;
+        if (!state) return false;
+        auto node = node_read->value_or("");
+        if (autostart->is("True") && node == me) {
             log_.info("VM {}: autostarting", uuid);
             shared_->write({{key("domain.state"), "start"}, {key("domain.node"), me}, {key("domain.last_node"), ""},
                             {key("domain.meta.autostart"), "False"}});
             continue;
         }
-        if (shared_->get(key("domain.last_node")).value_or("") != me) continue;
-        if (shared_->get(key("domain.state")) == std::optional<std::string>("start")) {
+        if (lastnode->value_or("") != me) continue;
+        if (state->is("start")) {
             log_.info("VM {}: returning home", uuid);
             shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), me}, {key("domain.last_node"), ""}});
             inflight.emplace_back(uuid, Clock::now() + 120s);
@@ -296,8 +335,8 @@ void Hypervisor::on_keepalive_tick() {
     collect(full);
 }
 
-void Hypervisor::collect(bool full) {
-    if (stopper_.stopping() || collecting_.exchange(true)) return;
+bool Hypervisor::collect(bool full, std::optional<std::chrono::milliseconds> deadline_after) {
+    if (stopper_.stopping() || collecting_.exchange(true)) return false;
     struct Reset {
         std::atomic<bool>& f;
         ~Reset() { f = false; }
@@ -305,20 +344,36 @@ void Hypervisor::collect(bool full) {
 
     if (!full) {
         publish_figures(-1);
-        return;
+        return true;
     }
+    // Its own deadline: by default the next tick is due by then.
+    const auto deadline =
+        Clock::now() + deadline_after.value_or(std::chrono::seconds(std::max(1, ctx_.config.keepalive_interval)));
+    auto give_up = [&](const std::string& why) {
+        dirty_ = true;  // the next collection is a full one
+        if (!degraded_.exchange(true)) log_.warn("Keepalive collection incomplete ({}); previous figures kept", why);
+        return false;
+    };
 
-    auto active = lv_->list_active();
+    auto listed = lv_->list_active();
+    if (!listed) return give_up("libvirt unreachable");
+    auto& active = *listed;
     std::set<std::string> running_here;
     std::map<std::string, Usage> usage;
     zk::Transaction stats(*ctx_.zk);
     for (auto& d : active) {
+        if (Clock::now() >= deadline) return give_up("deadline passed while asking libvirt");
         int st = 0, reason = 0;
-        if (virDomainGetState(d.get(), &st, &reason, 0) < 0 || st != VIR_DOMAIN_RUNNING) continue;
+        if (virDomainGetState(d.get(), &st, &reason, 0) < 0) {
+            // A domain gone since the listing is ordinary; any other error
+            // (connection lost) says nothing about what runs here.
+            if (virGetLastErrorCode() == VIR_ERR_NO_DOMAIN) continue;
+            return give_up("libvirt: " + last_error());
+        }
+        if (st != VIR_DOMAIN_RUNNING) continue;
         auto uuid = uuid_of(d.get());
         if (uuid.empty()) continue;
         running_here.insert(uuid);
-        running_.add(uuid);
         virDomainInfo info{};
         if (virDomainGetInfo(d.get(), &info) == 0)
             usage[uuid] = Usage{static_cast<long>(info.memory / 1024), static_cast<int>(info.nrVirtCpu)};
@@ -328,6 +383,10 @@ void Hypervisor::collect(bool full) {
                 stats.set(schema::path("domain.stats", {uuid}), *json);
             }
         }
+    }
+    // Only a complete collection changes the running list.
+    for (auto& d : active) {
+        if (auto uuid = uuid_of(d.get()); running_here.count(uuid)) running_.add(uuid);
     }
     for (const auto& uuid : running_.snapshot()) {
         if (running_here.count(uuid)) continue;
@@ -346,15 +405,27 @@ void Hypervisor::collect(bool full) {
         usage_ = std::move(usage);
     }
     publish_figures(static_cast<int>(active.size()));
+    if (degraded_.exchange(false)) log_.info("Keepalive collection complete again");
     // All stats in one transaction; a VM deleted meanwhile fails its check, so
-    // fall back to one write per VM only then.
-    if (!stats.empty() && ctx_.zk->commit(stats) != zk::Status::ok) {
+    // fall back to one write per VM only then (and only within the deadline).
+    auto committed = zk::Status::other;
+    if (!stats.empty()) {
+        try {
+            committed = ctx_.zk->commit(stats);
+        } catch (const std::exception& e) {
+            committed = zk::Status::connection_loss;
+            log_.debug("VM stats not written: {}", e.what());
+        }
+    }
+    if (!stats.empty() && committed != zk::Status::ok && committed != zk::Status::connection_loss &&
+        committed != zk::Status::timeout && committed != zk::Status::session_expired) {
         const auto& ops = stats.ops();
-        for (size_t i = 0; i + 1 < ops.size(); i += 2) {
+        for (size_t i = 0; i + 1 < ops.size() && Clock::now() < deadline; i += 2) {
             auto uuid = ops[i].path.substr(ops[i].path.rfind('/') + 1);
             shared_->set_existing(uuid, ops[i + 1].path, ops[i + 1].data);
         }
     }
+    return true;
 }
 
 // memalloc/memprov/vcpualloc with the intended accounting (§14.2), from the

@@ -39,7 +39,10 @@ public:
     // full one learnt. Keepalive ticks run a full one after any libvirt
     // lifecycle event and every `full_collect_every` ticks, light ones otherwise,
     // so a tick's work follows changes, not the number of VMs.
-    void collect(bool full = true);
+    // A collection has its own deadline (`deadline`, default one keepalive
+    // interval); one that overruns it or cannot reach libvirt keeps the
+    // previous figures, and the next one is full. Returns false then.
+    bool collect(bool full = true, std::optional<std::chrono::milliseconds> deadline = std::nullopt);
     void on_keepalive_tick();
     static constexpr unsigned full_collect_every = 6;
     // Test hooks.
@@ -62,6 +65,8 @@ private:
     void run_job(Job& job);
     bool flush(Job& job);
     bool unflush(Job& job);
+    // Reads `path`, waiting while ZooKeeper cannot be read; nullopt when the job is cancelled.
+    std::optional<Read> read_for(Job& job, const std::string& path);
     bool cancelled(const Job& job) const { return job.cancel || stopper_.stopping(); }
     bool wait_settled(Job& job, std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>>& inflight,
                       size_t keep);
@@ -91,13 +96,22 @@ private:
     std::atomic<bool> worker_active_{false};
 
     // The keepalive signal cannot unsubscribe: its slot reaches us through this.
+    // The emitting thread (the core's keepalive) only reads atomics and posts:
+    // it never waits for a collection. A tick while one is queued or running
+    // is skipped (logged once), so the keepalive keeps its interval even when
+    // libvirt or ZooKeeper hangs a collection.
     struct TickTarget {
-        std::mutex m;
+        std::mutex m;                        // held by a collection; stop() waits on it, the emitter never
         Hypervisor* hv = nullptr;
+        std::atomic<bool> attached{false};
+        std::atomic<bool> busy{false};       // a collection is queued or running
+        std::atomic<bool> skipping{false};   // a tick was skipped since it began
+        Logger log;
     };
     std::shared_ptr<TickTarget> tick_target_ = std::make_shared<TickTarget>();
     std::atomic<bool> collecting_{false};
-    std::atomic<bool> dirty_{true};       // a libvirt event since the last full collection
+    std::atomic<bool> dirty_{true};       // a libvirt event (or a failed collection) since the last full one
+    std::atomic<bool> degraded_{false};   // the last collection failed (logged once per episode)
     unsigned ticks_ = 0;                   // keepalive thread only
     struct Usage {
         long memory_mib = 0;

@@ -120,6 +120,15 @@ void Connection::register_events(virConnectPtr c) {
     }
 }
 
+void Connection::start_keepalive(virConnectPtr c) {
+    // libvirt's own keepalive (it needs the event loop): a libvirtd that stops
+    // answering is noticed within about interval × (count + 1) seconds, the
+    // calls blocked on it fail, and the next get() reconnects.
+    if (!loop_) return;
+    if (virConnectSetKeepAlive(c, keepalive_interval_s, keepalive_count) != 0)
+        log_.debug("libvirt keepalive not available on {}: {}", uri_, last_error());
+}
+
 ConnectHandle Connection::get(std::string* error) {
     std::lock_guard g(m_);
     if (conn_ && virConnectIsAlive(conn_) == 1) {
@@ -139,6 +148,7 @@ ConnectHandle Connection::get(std::string* error) {
         return nullptr;
     }
     register_events(conn_);
+    start_keepalive(conn_);
     virConnectRef(conn_);
     return ConnectHandle(conn_);
 }
@@ -166,12 +176,13 @@ std::optional<std::string> Connection::create_xml(const std::string& xml) {
     return std::nullopt;
 }
 
-std::vector<DomainHandle> Connection::list_active() {
+std::optional<std::vector<DomainHandle>> Connection::list_active() {
     std::vector<DomainHandle> out;
     auto c = get();
-    if (!c) return out;
+    if (!c) return std::nullopt;
     virDomainPtr* doms = nullptr;
     int n = virConnectListAllDomains(c.get(), &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+    if (n < 0) return std::nullopt;
     for (int i = 0; i < n; i++) out.emplace_back(doms[i]);
     free(doms);
     return out;

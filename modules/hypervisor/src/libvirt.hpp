@@ -65,15 +65,22 @@ public:
     bool running(const std::string& uuid) { return state(uuid) == VIR_DOMAIN_RUNNING; }
     // Creates a transient domain; error text on failure.
     std::optional<std::string> create_xml(const std::string& xml);
-    // Active domains (VIR_CONNECT_LIST_DOMAINS_ACTIVE).
-    std::vector<DomainHandle> list_active();
+    // Active domains (VIR_CONNECT_LIST_DOMAINS_ACTIVE); nullopt when libvirt
+    // cannot be asked (an empty list would claim nothing runs here).
+    std::optional<std::vector<DomainHandle>> list_active();
     // Stops delivering events (before destruction of the receiver).
     void close();
 
     struct EventTarget;  // the receiver of events, shared with libvirt's callback
 
+    // libvirt keepalive on every connection: a silent libvirtd is declared
+    // dead after about 3 × (3 + 1) = 12 s.
+    static constexpr int keepalive_interval_s = 3;
+    static constexpr unsigned keepalive_count = 3;
+
 private:
     void register_events(virConnectPtr c);
+    void start_keepalive(virConnectPtr c);
 
     std::string uri_;
     Logger log_;

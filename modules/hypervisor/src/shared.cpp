@@ -41,12 +41,13 @@ std::string RunningList::text() const {
     return out;
 }
 
-std::optional<std::string> Shared::get(const std::string& path) const {
+Read Shared::get(const std::string& path, zk::Stat* stat) const {
     try {
-        return zk->get(path);
+        auto v = zk->get(path, stat);
+        return v ? Read::of(std::move(*v)) : Read::absent();
     } catch (const std::exception& e) {
         log.debug("read of {} failed: {}", path, e.what());
-        return std::nullopt;
+        return Read::error();
     }
 }
 
@@ -72,15 +73,19 @@ bool Shared::set_existing(const std::string& uuid, const std::string& key_path, 
 }
 
 void Shared::publish_running() const {
-    // Procedures of several VMs publish concurrently: last writer wins (no version check).
+    std::lock_guard g(publish_m);
     const auto key = schema::path("node.running_domains", {me});
+    const auto text = running.text();
+    // Compared with what ZooKeeper holds, not with what this object last wrote:
+    // the keepalive also writes the list (and a failed read just writes).
+    if (get(key).is(text)) return;
     try {
         zk::Transaction tx(*zk);
-        tx.set(key, running.text(), -1);
+        tx.set(key, text, -1);
         if (tx.commit() == zk::Status::ok) return;
     } catch (const std::exception&) {
     }
-    write({{key, running.text()}});
+    write({{key, text}});
 }
 
 }  // namespace pvc::hv

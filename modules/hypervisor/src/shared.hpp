@@ -78,6 +78,29 @@ private:
     std::vector<std::string> list_;
 };
 
+// One ZooKeeper read: a value, "absent" (no such key), or "error" (the key
+// could not be read). A failed read is never taken as absent: nothing is
+// decided, let alone destroyed, on a value the daemon could not confirm.
+class Read {
+public:
+    static Read of(std::string value) { return Read(Kind::value, std::move(value)); }
+    static Read absent() { return Read(Kind::absent, {}); }
+    static Read error() { return Read(Kind::failed, {}); }
+
+    bool failed() const { return kind_ == Kind::failed; }
+    bool present() const { return kind_ == Kind::value; }
+    // The value, `fallback` when absent. Only meaningful when !failed().
+    std::string value_or(std::string fallback) const { return present() ? value_ : std::move(fallback); }
+    // True when read and equal to `v` (a failed or absent read equals nothing).
+    bool is(std::string_view v) const { return present() && value_ == v; }
+
+private:
+    enum class Kind { value, absent, failed };
+    Read(Kind k, std::string v) : kind_(k), value_(std::move(v)) {}
+    Kind kind_;
+    std::string value_;
+};
+
 struct Shared {
     const Config& config;
     Logger log;
@@ -91,15 +114,19 @@ struct Shared {
     Semaphore& migrations;
     RunningList& running;
 
-    // Reads that never throw: nullopt on absence or any ZooKeeper error.
-    std::optional<std::string> get(const std::string& path) const;
+    // A read that never throws; a ZooKeeper error is Read::error(), not absent.
+    Read get(const std::string& path, zk::Stat* stat = nullptr) const;
     // The reference write (multi); false on failure (logged).
     bool write(const std::vector<zk::KeyValue>& kvs) const;
     // Sets `key` only if it and the domain root exist (never re-creates keys
     // under a domain being deleted).
     bool set_existing(const std::string& uuid, const std::string& key_path, const std::string& value) const;
-    // Rewrites /nodes/<me>/runningdomains from the list.
+    // Writes /nodes/<me>/runningdomains from the list whenever the published
+    // value differs from it, whoever changed the list (a procedure or the
+    // keepalive's statistics pass).
     void publish_running() const;
+    // Serialises publish_running(): a stale list is never written after a newer one.
+    mutable std::mutex publish_m;
 };
 
 }  // namespace pvc::hv

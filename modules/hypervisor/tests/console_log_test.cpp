@@ -11,6 +11,16 @@ TEST(ConsoleTail, KeepsTheLastLinesWithTheirNewlines) {
     EXPECT_EQ(tail_lines("a\nb\nc", 2), "b\nc");
     EXPECT_EQ(tail_lines("a\nb\n", 5), "a\nb\n");
 }
+TEST(ConsoleFile, OnlyAPlainFileNameNamesTheFile) {
+    const std::filesystem::path dir = "/srv/console";
+    EXPECT_EQ(console_log_file(dir, "web1"), dir / "web1.log");
+    EXPECT_EQ(console_log_file(dir, "a.b-c_d"), dir / "a.b-c_d.log");
+    EXPECT_EQ(console_log_file(dir, "..x"), dir / "..x.log");
+    for (const std::string& bad : std::vector<std::string>{"", ".", "..", "../../var/log/auth", "a/b", "/etc/passwd", std::string("a\0b", 3),
+                            std::string("line\nbreak"), std::string(252, 'x')})
+        EXPECT_FALSE(console_log_file(dir, bad)) << bad;
+    EXPECT_TRUE(console_log_file(dir, std::string(251, 'x')));
+}
 TEST(ConsoleTail, NormalisesLineBreaksAndReplacesBadBytes) {
     EXPECT_EQ(tail_lines("x\r\ny\rz\n", 3), "x\ny\nz\n");
     EXPECT_EQ(tail_lines("ok\xff\n", 1), "ok\xEF\xBF\xBD\n");

@@ -23,11 +23,12 @@ using pvc::test::eventually;
 // A node: its config, executor (io_context on a thread), events and Hypervisor.
 struct TestNode {
     TestNode(const std::string& name, const std::string& zk_hosts, const std::filesystem::path& dir,
-             const std::string& libvirt_uri, int max_parallel = 1)
+             const std::string& libvirt_uri, int max_parallel = 1,
+             std::chrono::milliseconds op_timeout = zk::SessionOptions{}.op_timeout)
         : config(make_config(name, zk_hosts, dir, libvirt_uri, max_parallel)), executor(4),
           guard(boost::asio::make_work_guard(executor.io())),
           io_thread([this] { executor.io().run(); }) {
-        session = zk::Session::connect({.hosts = zk_hosts});
+        session = zk::Session::connect({.hosts = zk_hosts, .op_timeout = op_timeout});
         ctx = std::make_unique<NodeContext>(NodeContext{config, Logger(make_log_sink(nullptr), "hypervisor-" + name),
                                                         session, executor, events});
     }
