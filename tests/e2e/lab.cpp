@@ -196,6 +196,14 @@ void Lab::start_daemon(int n) {
     throw std::runtime_error("pvcnoded " + node_name(n) + " did not reach daemonstate=run:\n" + daemon_log(n));
 }
 
+int Lab::libvirtd_pid(int n) const {
+    // "libvirtd <node> running pid=<pid> <uri>"
+    auto out = script("libvirtd.sh", {"status", std::to_string(n)}).output;
+    auto at = out.find("pid=");
+    if (at == std::string::npos) return -1;
+    return std::atoi(out.c_str() + at + 4);
+}
+
 void Lab::stop_daemon(int n) { script("node.sh", {"stop", std::to_string(n)}); }
 
 std::string Lab::daemon_log(int n) const { return script("node.sh", {"log", std::to_string(n)}).output; }
@@ -249,6 +257,14 @@ bool NodeView::destroy(const std::string& uuid) {
     int rc = virDomainDestroy(d);
     virDomainFree(d);
     return rc == 0;
+}
+
+bool NodeView::pause_and_resume(const std::string& uuid) {
+    virDomainPtr d = virDomainLookupByUUIDString(conn_, uuid.c_str());
+    if (!d) return false;
+    bool ok = virDomainSuspend(d) == 0 && virDomainResume(d) == 0;
+    virDomainFree(d);
+    return ok;
 }
 
 // ---------------------------------------------------------------- Client

@@ -58,6 +58,9 @@ public:
     // Runs argv inside node n's network namespace.
     CommandResult in_node(int n, const std::vector<std::string>& argv) const;
 
+    // PID of node n's libvirtd (the test may SIGSTOP/SIGCONT it); -1 if not running.
+    int libvirtd_pid(int n) const;
+
     void start_daemon(int n);
     void stop_daemon(int n);
     std::string daemon_log(int n) const;
@@ -88,6 +91,8 @@ public:
     int id(const std::string& uuid);
     // virDomainDestroy behind the daemon's back; true on success.
     bool destroy(const std::string& uuid);
+    // Suspends and resumes the guest: two lifecycle events, nothing else changes.
+    bool pause_and_resume(const std::string& uuid);
 
 private:
     std::string uri_;
