@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
+#include <mutex>
+#include <stop_token>
 #include <regex>
 
 using namespace pvc;
@@ -226,4 +229,75 @@ TEST_F(ZkLock, ReadAndWriteLocksInteroperateWithKazoo) {
     r2.release();
     EXPECT_FALSE(w2.acquire(300ms));
     EXPECT_EQ(reader.get().status, 0);
+}
+
+// Issue 14 item 2: an unbounded wait keeps its place in the queue (it waits on
+// its predecessor and never re-creates its contender), and a stop token ends it.
+TEST_F(ZkLock, ThreeContendersAreServedInOrderAndKeepTheirPlaceWhileWaiting) {
+    auto c_session = zk::Session::connect({server_->hosts(), 10s, 15s, 10s});
+    Lock la(a_, key_, LockKind::exclusive), lb(b_, key_, LockKind::exclusive), lc(c_session, key_, LockKind::exclusive);
+    std::stop_source stop;
+    ASSERT_TRUE(la.acquire());
+    std::mutex m;
+    std::vector<char> order;
+    auto wait = [&](Lock& l, char name) {
+        bool ok = l.acquire(std::nullopt, stop.get_token());
+        std::lock_guard g(m);
+        if (ok) order.push_back(name);
+        return ok;
+    };
+    auto b = std::async(std::launch::async, wait, std::ref(lb), 'b');
+    ASSERT_TRUE(eventually([&] { return contenders() == 2; }));
+    auto c = std::async(std::launch::async, wait, std::ref(lc), 'c');
+    ASSERT_TRUE(eventually([&] { return contenders() == 3; }));
+    auto names = a_->raw_children(key_).value();
+    // Longer than the old 2 s attempts that deleted and re-created the contender.
+    std::this_thread::sleep_for(2500ms);
+    EXPECT_EQ(a_->raw_children(key_).value(), names) << "a waiting contender was re-created";
+
+    la.release();
+    ASSERT_EQ(b.wait_for(5s), std::future_status::ready);
+    EXPECT_TRUE(b.get());
+    EXPECT_EQ(c.wait_for(300ms), std::future_status::timeout) << "c overtook b";
+    lb.release();
+    ASSERT_EQ(c.wait_for(5s), std::future_status::ready);
+    EXPECT_TRUE(c.get());
+    EXPECT_EQ(order, (std::vector<char>{'b', 'c'}));
+}
+
+TEST_F(ZkLock, AStopTokenEndsAnUnboundedWaitAndRemovesTheContender) {
+    Lock la(a_, key_, LockKind::exclusive), lb(b_, key_, LockKind::exclusive);
+    ASSERT_TRUE(la.acquire());
+    std::stop_source stop;
+    auto waiter = std::async(std::launch::async, [&] { return lb.acquire(std::nullopt, stop.get_token()); });
+    ASSERT_TRUE(eventually([&] { return contenders() == 2; }));
+    auto t0 = std::chrono::steady_clock::now();
+    stop.request_stop();
+    ASSERT_EQ(waiter.wait_for(5s), std::future_status::ready);
+    EXPECT_FALSE(waiter.get());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+    EXPECT_FALSE(lb.held());
+    EXPECT_EQ(contenders(), 1u);
+    // A predicate works the same way.
+    std::atomic<bool> stopping{false};
+    auto w2 = std::async(std::launch::async, [&] { return lb.acquire(std::nullopt, [&] { return stopping.load(); }); });
+    ASSERT_TRUE(eventually([&] { return contenders() == 2; }));
+    stopping = true;
+    ASSERT_EQ(w2.wait_for(5s), std::future_status::ready);
+    EXPECT_FALSE(w2.get());
+    EXPECT_EQ(contenders(), 1u);
+}
+
+// A release while ZooKeeper is unreachable cannot delete the contender; left
+// there it would block every later contender for as long as our session lives.
+TEST_F(ZkLock, AReleaseDuringAnOutageIsCompletedOnReconnect) {
+    auto s = zk::Session::connect({server_->hosts(), 10s, 15s, 1s});
+    Lock held(s, key_, LockKind::exclusive);
+    ASSERT_TRUE(held.acquire(2s));
+    server_->stop();
+    held.release();  // fails (operation timeout 1 s), handed to the session
+    server_->start();
+    ASSERT_TRUE(eventually([&] { return s->connected(); }, 20s));
+    Lock next(b_, key_, LockKind::exclusive);
+    EXPECT_TRUE(next.acquire(10s)) << "the released contender is still there";
 }

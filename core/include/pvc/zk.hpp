@@ -185,6 +185,10 @@ public:
     bool acquire(std::optional<std::chrono::milliseconds> timeout, std::stop_token stop);
     void release();
     bool held() const { return !node_.empty(); }
+    // After a failed acquire: true when ZooKeeper errors (connection loss,
+    // expiry) kept it from an answer, false when a live holder kept the lock
+    // until the timeout. Callers that give up on a timeout retry on this.
+    bool interrupted() const { return interrupted_; }
     // Name of our contender znode while held or waiting ("" otherwise).
     const std::string& contender() const { return node_; }
 
@@ -195,6 +199,7 @@ private:
     std::string identifier_;
     std::string prefix_;  // "<hex uuid4><marker>"
     std::string node_;
+    bool interrupted_ = false;
 };
 
 // Builds a "host:port,..." connect string from coordinator entries

@@ -147,7 +147,7 @@ void Daemon::connect_zookeeper() {
         }
         if (was && !ok)
             log_.error("Cluster schema version changed to '{}'; this daemon supports exactly version {} and "
-                       "stops acting (no keepalive) until it is restored",
+                       "stops acting until it is restored (the keepalive only proves liveness)",
                        v.value_or("<absent>"), schema::version);
         else if (!was && ok)
             log_.ok("Cluster schema version is {} again; resuming", schema::version);
@@ -410,7 +410,7 @@ void Daemon::contend_for_primary(int32_t version, const std::function<bool()>& s
     until_done("Contending for primary", [&] { return still() && eligible(); }, [&] {
         zk::Lock lock(zk_, key, zk::LockKind::exclusive);
         if (!lock.acquire(std::chrono::milliseconds(400))) {
-            if (!zk_->connected()) throw zk::Error(zk::Status::connection_loss, "ZooKeeper unreachable");
+            if (lock.interrupted()) throw zk::Error(zk::Status::connection_loss, "ZooKeeper unreachable");
             log_.info("Timed out contending for primary");
             return true;
         }
@@ -537,7 +537,15 @@ void Daemon::keepalive_tick(bool final_tick) {
         maintenance = maintenance_;
     }
     if (!schema_ok) {
-        log_.error("Keepalive skipped: unsupported cluster schema version");
+        // Keep proving liveness, refuse to act (core/README.md, "Failure
+        // model"): a silent keepalive while our daemonstate stays `run` would
+        // get this node fenced. Only the timestamp is written (a key every
+        // schema version has); no figures, no primary duties, no module or
+        // health hooks, no keepalive_tick event (so no fencing scan either).
+        zk::Transaction tx(*zk_);
+        tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
+        zk::Status st = zk_->commit(tx);
+        if (st != zk::Status::ok) log_.error("Failed to set keepalive timestamp: {}", zk::to_string(st));
         return;
     }
     const std::string& me = cfg_.host.hostname;

@@ -93,6 +93,7 @@ static void remove_contender(detail::SessionImpl& impl, const std::string& full)
 bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout, const StopCheck& stop) {
     using Clock = std::chrono::steady_clock;
     if (held()) return true;  // not re-entrant: a second acquire of a held Lock is a no-op
+    interrupted_ = false;
     auto* impl = dynamic_cast<detail::SessionImpl*>(session_.get());
     if (!impl) throw Error(Status::other, "zk::Lock needs a session from zk::Session::connect");
     const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
@@ -156,6 +157,7 @@ bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout, const StopC
                 node_.clear();
                 return false;
             }
+            interrupted_ = true;
             if (expired()) return give_up();
             spdlog::warn("lock {}: {}; retrying", path_, e.what());
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
