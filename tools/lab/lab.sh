@@ -4,6 +4,7 @@
 #                         PVC_LAB_PVCNODED=<binary> also a pvcnoded per node (node.sh)
 #   lab.sh down           stops everything the lab started and removes its state
 #   lab.sh status
+#   (every node also gets a BMC, bmc.sh: power off kills the node, power on boots it)
 #   lab.sh smoke          up 1 2, a tiny guest started on hv1, live-migrated to hv2 and
 #                         back the way the daemon does it, then down (harness self-check)
 set -euo pipefail
@@ -16,6 +17,8 @@ up() {
     "$HERE/netns.sh" up "$@"
     "$HERE/zookeeper.sh" start
     for n in "$@"; do "$HERE/libvirtd.sh" start "$n"; done
+    # A BMC per node (power off = power loss of the node), when ipmi_sim is installed.
+    if command -v ipmi_sim >/dev/null; then for n in "$@"; do "$HERE/bmc.sh" start "$n"; done; fi
     # With a daemon binary given, every node runs pvcnoded too.
     if [ -n "${PVC_LAB_PVCNODED:-}" ]; then
         # An empty ZooKeeper is a new cluster: initialise it (schema 10) with the CLI built beside the daemon.
@@ -26,7 +29,7 @@ up() {
     echo "lab up: nodes $*; guests use domain type $(lab_accel); zookeeper $("$HERE/zookeeper.sh" hosts)"
 }
 down() {
-    for n in $(all_nodes); do "$HERE/node.sh" stop "$n"; "$HERE/libvirtd.sh" stop "$n"; done
+    for n in $(all_nodes); do "$HERE/bmc.sh" stop "$n"; "$HERE/node.sh" stop "$n"; "$HERE/libvirtd.sh" stop "$n"; done
     "$HERE/zookeeper.sh" stop
     "$HERE/netns.sh" down
     rm -rf "$PVC_LAB_DIR/smoke" "$PVC_LAB_DIR/accel"

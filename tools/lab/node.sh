@@ -17,6 +17,8 @@
 #   PVC_LAB_VM_SHUTDOWN_TIMEOUT (default 180), PVC_LAB_KEEPALIVE_INTERVAL (default 5),
 #   PVC_LAB_CONSOLE_LOG_LINES (default 1000), PVC_LAB_DEBUG (default false),
 #   PVC_LAB_CONSOLE_DIR       console_log_directory (default: per node, under its state)
+#   PVC_LAB_SUCCESSFUL_FENCE  successful_fence (default none), PVC_LAB_SAVING_THROWS (default 6);
+#                             the node's IPMI details are its lab BMC (bmc.sh)
 # Daemon state: $PVC_LAB_DIR/hvN/pvcnoded/{pvcnoded.yaml,run,log,console,pid,out.log}
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -63,12 +65,15 @@ write_config() {
         echo "      suicide_intervals: 0"
         echo "    fencing:"
         echo "      actions:"
-        echo "        successful_fence: none"
+        echo "        successful_fence: ${PVC_LAB_SUCCESSFUL_FENCE:-none}"
         echo "        failed_fence: none"
+        echo "      saving_throws: ${PVC_LAB_SAVING_THROWS:-6}"
         echo "      ipmi:"
-        echo "        host: $NAME-lom.$PVC_LAB_DOMAIN"
+        echo "        host: $("$HERE/bmc.sh" addr "$NAME")"
         echo "        user: admin"
         echo "        pass: pass"
+        echo "        timeout: 5"
+        echo "        ipmitool_args: [\"-C\", \"3\"]"
         echo "    migration:"
         echo "      target_selector: mem"
         echo "    hypervisor:"

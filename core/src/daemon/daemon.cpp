@@ -269,8 +269,13 @@ void Daemon::check_own_ipmi() {
         namespace bp = boost::process;
         try {
             bp::ipstream out;
-            bp::child c(bp::search_path("ipmitool"), "-I", "lanplus", "-H", cfg_.ipmi_hostname, "-U",
-                        cfg_.ipmi_username, "-P", cfg_.ipmi_password, "chassis", "power", "status",
+            // The password goes through the environment (-E), never argv, which
+            // every user can read; the extra arguments are those fencers use.
+            std::vector<std::string> args{"-I", "lanplus"};
+            args.insert(args.end(), cfg_.ipmitool_args.begin(), cfg_.ipmitool_args.end());
+            args.insert(args.end(), {"-H", cfg_.ipmi_hostname, "-U", cfg_.ipmi_username, "-E", "chassis", "power",
+                                     "status"});
+            bp::child c(bp::search_path("ipmitool"), bp::args(args), bp::env["IPMI_PASSWORD"] = cfg_.ipmi_password,
                         bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
             bool done = c.wait_for(std::chrono::seconds(2));
             if (!done) c.terminate();

@@ -72,14 +72,19 @@ protected:
 
 TEST_F(FencingDaemon, CoordinatorFencesAPeerThatLostPowerAndSparesAPausedOne) {
     pvc::fencing::test::Bmc bmc(dir.path() / "bmc-hv2", "127.0.0.32", port);
+    pvc::fencing::test::Bmc own_bmc(dir.path() / "bmc-hv1", "127.0.0.31", port);
     auto c1 = config("hv1", 1);
     auto c2 = config("hv2", 2);
     DaemonProcess hv1("hv1", c1, dir.path() / "hv1.out");
     DaemonProcess hv2("hv2", c2, dir.path() / "hv2.out");
-    ASSERT_TRUE(eventually([&] { return state("hv1") == "run" && state("hv2") == "run"; }, 20s))
-        << slurp(dir.path() / "hv1.out.err") << slurp(dir.path() / "hv2.out.err");
+    ASSERT_TRUE(eventually([&] { return state("hv1") == "run" && state("hv2") == "run"; }, 60s))
+        << slurp(dir.path() / "hv1.out.err") << slurp(dir.path() / "hv1.out") << slurp(dir.path() / "hv2.out.err");
     EXPECT_NE(log_of("hv1").find("This coordinator fences dead nodes"), std::string::npos) << log_of("hv1");
     bmc.set_node_process(hv2.pid());
+    // The start-up check of the node's own BMC: extra arguments honoured, password through the environment.
+    EXPECT_TRUE(eventually([&] { return log_of("hv1").find("Our IPMI interface is reachable") != std::string::npos; },
+                           10s))
+        << log_of("hv1");
 
     // Paused for less than the 3 s deadline (SIGSTOP): never marked dead.
     std::this_thread::sleep_for(4s);  // the fencers' trust window
@@ -97,7 +102,7 @@ TEST_F(FencingDaemon, CoordinatorFencesAPeerThatLostPowerAndSparesAPausedOne) {
     ASSERT_TRUE(eventually([&] { return state("hv2") == "fenced"; }, 30s)) << log_of("hv1");
     EXPECT_TRUE(eventually([&] { return bmc.power_commands().size() == 2; }, 10s));
     EXPECT_EQ(bmc.power_commands(), (std::vector<std::string>{"set power 0", "set power 1"}));
-    EXPECT_EQ(zk->get(path("node.state.domain", {"hv2"})).value_or(""), "flushed");
+    EXPECT_TRUE(eventually([&] { return zk->get(path("node.state.domain", {"hv2"})).value_or("") == "flushed"; }, 10s));
     EXPECT_EQ(state("hv1"), "run");
     // The peer's password never appears in the fencer's log.
     EXPECT_EQ(log_of("hv1").find("-P pass"), std::string::npos);
@@ -107,7 +112,7 @@ TEST_F(FencingDaemon, NodeCutOffFromZooKeeperRunsItsResetAction) {
     auto marker = dir.path() / "reset-ran";
     auto c1 = config("hv1", 1, 3, "touch " + marker.string());
     DaemonProcess hv1("hv1", c1, dir.path() / "hv1.out");
-    ASSERT_TRUE(eventually([&] { return state("hv1") == "run"; }, 20s)) << slurp(dir.path() / "hv1.out.err");
+    ASSERT_TRUE(eventually([&] { return state("hv1") == "run"; }, 60s)) << slurp(dir.path() / "hv1.out.err");
     std::this_thread::sleep_for(4s);
     EXPECT_FALSE(std::filesystem::exists(marker));
     zk.reset();
