@@ -719,6 +719,7 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
             if (c.zookeeper_logging && !node_lines.has_value())
                 r.problem(node_lines, "required key is missing (required when zookeeper_logging is true)");
             r.read_int(node_lines, c.node_log_lines, 0);
+            r.read_int(r.child(logging, "zookeeper_log_interval_ms"), c.zookeeper_log_interval_ms, 0, 60000);
         }
 
         sys_networking = r.child(configuration, "networking");

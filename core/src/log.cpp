@@ -9,7 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/details/file_helper.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -66,6 +67,97 @@ std::string timestamp_us(const char* strftime_format) {
     return fmt::format("{}.{:06d}", buf, us);
 }
 
+// <log_directory>/pvc.log, reopened in place on SIGHUP (logrotate). The sink
+// object itself never changes, so threads logging meanwhile never walk a sink
+// list being rewritten; the file handle is swapped under the sink's own mutex,
+// between two lines, so no line is lost or split across the two files.
+class ReopenableFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+public:
+    explicit ReopenableFileSink(std::string path) : path_(std::move(path)), file_(open(path_)) {}
+
+    // Throws spdlog::spdlog_ex if the file cannot be opened; the old one is kept then.
+    void reopen() {
+        auto fresh = open(path_);  // opened before the lock: a slow open holds up no logging thread
+        std::lock_guard g(mutex_);
+        file_.swap(fresh);
+    }  // the old file is closed here, after the lock is released
+
+    const std::string& path() const { return path_; }
+
+protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+        spdlog::memory_buf_t formatted;
+        formatter_->format(msg, formatted);
+        file_->write(formatted);
+    }
+    void flush_() override { file_->flush(); }
+
+private:
+    static std::unique_ptr<spdlog::details::file_helper> open(const std::string& path) {
+        auto f = std::make_unique<spdlog::details::file_helper>();
+        f->open(path, false);  // append, as the reference
+        return f;
+    }
+
+    std::string path_;
+    std::unique_ptr<spdlog::details::file_helper> file_;
+};
+
+// The last `max` lines joined by '\n' (cluster-state.md §4.5), kept as that
+// joined value and updated per line, so a write costs one copy instead of a
+// rebuild. Dropped lines are cut off the front lazily: `head_` bytes of
+// `joined_` are dead until compact().
+class LogRing {
+public:
+    explicit LogRing(size_t max) : max_(max) {}
+
+    void push(std::string_view line) {
+        if (max_ == 0) return;
+        if (!lengths_.empty()) joined_.push_back('\n');
+        joined_.append(line);
+        lengths_.push_back(line.size());
+        while (lengths_.size() > max_) {
+            head_ += lengths_.front() + 1;  // the line and the '\n' after it
+            lengths_.pop_front();
+        }
+        // Amortised O(1) per line: move the live part only once as much is dead.
+        if (head_ > joined_.size() - head_) compact();
+    }
+    // Lines kept in front of the current ones (what an earlier run left).
+    void prepend(const std::string& value) {
+        LogRing merged(max_);
+        size_t start = 0;
+        for (;;) {
+            size_t nl = value.find('\n', start);
+            merged.push(std::string_view(value).substr(start, nl == std::string::npos ? nl : nl - start));
+            if (nl == std::string::npos) break;
+            start = nl + 1;
+        }
+        size_t pos = head_;
+        for (size_t len : lengths_) {
+            merged.push(std::string_view(joined_).substr(pos, len));
+            pos += len + 1;
+        }
+        *this = std::move(merged);
+    }
+    const std::string& value() {
+        compact();
+        return joined_;
+    }
+    size_t lines() const { return lengths_.size(); }
+
+private:
+    void compact() {
+        joined_.erase(0, head_);
+        head_ = 0;
+    }
+
+    size_t max_;
+    std::string joined_;
+    size_t head_ = 0;
+    std::deque<size_t> lengths_;
+};
+
 // The daemon's log sink: formats lines once and hands them to spdlog sinks
 // (stdout, file) and to the ZooKeeper ring writer.
 class LogSink {
@@ -75,20 +167,22 @@ public:
             colours_ = cfg->log_colours;
             dates_ = cfg->log_dates;
             debug_ = cfg->debug;
-            ring_max_ = cfg->node_log_lines > 0 ? static_cast<size_t>(cfg->node_log_lines) : 0;
-            zk_enabled_ = cfg->zookeeper_logging && ring_max_ > 0;
+            size_t ring_max = cfg->node_log_lines > 0 ? static_cast<size_t>(cfg->node_log_lines) : 0;
+            zk_enabled_ = cfg->zookeeper_logging && ring_max > 0;
+            ring_ = LogRing(ring_max);
+            zk_period_ = std::chrono::milliseconds(cfg->zookeeper_log_interval_ms);
             for (std::string s : {cfg->ipmi_password, cfg->dns_database.pass.value_or(""),
                                   cfg->metadata_database.pass.value_or("")})
                 if (s.size() >= 3 && s != "null") secrets_.push_back(std::move(s));
             std::vector<spdlog::sink_ptr> sinks;
             if (cfg->stdout_logging) sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
             if (cfg->file_logging && !cfg->log_directory.empty()) {
-                file_path_ = (cfg->log_directory / "pvc.log").string();
+                std::string path = (cfg->log_directory / "pvc.log").string();
                 try {
-                    file_sink_ = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file_path_, false);
+                    file_sink_ = std::make_shared<ReopenableFileSink>(path);
                     sinks.push_back(file_sink_);
                 } catch (const std::exception& e) {
-                    std::fprintf(stderr, "cannot open log file %s: %s\n", file_path_.c_str(), e.what());
+                    std::fprintf(stderr, "cannot open log file %s: %s\n", path.c_str(), e.what());
                 }
             }
             logger_ = std::make_shared<spdlog::logger>("pvc", sinks.begin(), sinks.end());
@@ -125,8 +219,7 @@ public:
             // The ZooKeeper copy always starts with a timestamp.
             std::string zline = dates_ && state != LogState::none ? line : timestamp() + " " + line;
             std::lock_guard g(m_);
-            ring_.push_back(std::move(zline));
-            while (ring_.size() > ring_max_) ring_.pop_front();
+            ring_.push(zline);
             dirty_ = true;
             cv_.notify_one();
         }
@@ -134,31 +227,30 @@ public:
 
     void attach_zk(std::shared_ptr<zk::Session> session, const std::string& node) {
         if (!zk_enabled_) return;
-        std::lock_guard g(m_);
-        if (writer_.joinable()) return;
-        session_ = std::move(session);
-        node_ = node;
+        {
+            std::lock_guard g(m_);
+            if (writer_.joinable() || attaching_) return;
+            attaching_ = true;
+        }
+        const std::string messages = schema::path("logs.messages", {node});
+        std::optional<std::string> existing;
+        zk::Stat stat;
+        // Without m_: logging threads go on while these requests run.
         try {
-            session_->ensure_path(schema::path("logs.node", {node_}));
-            if (auto existing = session_->get(schema::path("logs.messages", {node_})); existing && !existing->empty()) {
-                // Keep what earlier runs left, in front of this run's lines.
-                std::deque<std::string> old;
-                size_t start = 0;
-                while (start <= existing->size()) {
-                    size_t nl = existing->find('\n', start);
-                    if (nl == std::string::npos) nl = existing->size();
-                    old.emplace_back(existing->substr(start, nl - start));
-                    start = nl + 1;
-                }
-                for (auto& l : ring_) old.push_back(std::move(l));
-                ring_ = std::move(old);
-                while (ring_.size() > ring_max_) ring_.pop_front();
-            }
+            session->ensure_path(schema::path("logs.node", {node}));
+            existing = session->get(messages, &stat);
         } catch (const std::exception& e) {
             logger_->log(spdlog::level::warn, fmt::format("cannot prepare ZooKeeper log key: {}", e.what()));
         }
+        std::lock_guard g(m_);
+        session_ = std::move(session);
+        path_ = messages;
+        // Keep what earlier runs left, in front of this run's lines.
+        if (existing && !existing->empty()) ring_.prepend(*existing);
+        version_ = existing ? stat.version : -1;
         dirty_ = true;
         stop_ = false;
+        attaching_ = false;
         writer_ = std::thread([this] { run_writer(); });
     }
 
@@ -174,60 +266,88 @@ public:
     }
 
     void reopen() {
-        if (file_sink_) {
-            // basic_file_sink has no reopen; truncate=false re-creates it appended.
-            auto fresh = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file_path_, false);
-            auto& sinks = logger_->sinks();
-            for (auto& s : sinks)
-                if (s == file_sink_) s = fresh;
-            file_sink_ = fresh;
+        if (!file_sink_) return;
+        try {
+            file_sink_->reopen();
+        } catch (const std::exception& e) {
+            logger_->log(spdlog::level::err, fmt::format("cannot reopen log file {} (still writing to the old one): {}",
+                                                         file_sink_->path(), e.what()));
         }
     }
 
 private:
+    // At most one write per zk_period_ (issue: a write per line rewrote the
+    // whole ring for every line); at shutdown the last lines are written at once.
     void run_writer() {
+        using clock = std::chrono::steady_clock;
         std::unique_lock lk(m_);
+        clock::time_point last_write{};
         for (;;) {
             cv_.wait(lk, [this] { return dirty_ || stop_; });
             if (!dirty_ && stop_) return;
-            std::string joined;
-            for (size_t i = 0; i < ring_.size(); ++i) {
-                if (i) joined.push_back('\n');
-                joined += ring_[i];
-            }
+            cv_.wait_until(lk, last_write + zk_period_, [this] { return stop_; });
+            std::string value = ring_.value();
             dirty_ = false;
             lk.unlock();
-            bool ok = false;
-            try {
-                ok = session_->write(schema::path("logs.messages", {node_}), joined);
-            } catch (const std::exception&) {
-                ok = false;
-            }
+            bool ok = write_ring(value);
             lk.lock();
+            last_write = clock::now();
             if (!ok) {
                 dirty_ = true;
-                if (stop_ && std::chrono::steady_clock::now() >= drain_deadline_) return;
+                if (stop_ && clock::now() >= drain_deadline_) return;
                 cv_.wait_for(lk, std::chrono::milliseconds(500));
             }
             if (stop_ && !dirty_) return;
         }
     }
 
+    // One request per write: a versioned set while the znode's version is
+    // known (this writer is its only writer), a read only after a miss.
+    bool write_ring(const std::string& value) {
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            try {
+                if (version_ < 0) {
+                    zk::Stat st;
+                    if (!session_->exists(path_, &st)) {
+                        session_->create(path_, value);
+                        version_ = 0;
+                        return true;
+                    }
+                    version_ = st.version;
+                }
+                zk::Transaction tx(*session_);
+                tx.set(path_, value, version_);
+                zk::Status st = session_->commit(tx);
+                if (st == zk::Status::ok) {
+                    ++version_;
+                    return true;
+                }
+                version_ = -1;
+                // Changed or removed behind our back: read it and try once more.
+                if (st != zk::Status::bad_version && st != zk::Status::no_node) return false;
+            } catch (const std::exception&) {
+                version_ = -1;
+                return false;
+            }
+        }
+        return false;
+    }
+
     bool colours_ = false, dates_ = false, debug_ = false, zk_enabled_ = false;
     std::vector<std::string> secrets_;
     std::shared_ptr<spdlog::logger> logger_;
-    std::shared_ptr<spdlog::sinks::basic_file_sink_mt> file_sink_;
-    std::string file_path_;
+    std::shared_ptr<ReopenableFileSink> file_sink_;
 
     std::mutex m_;
     std::condition_variable cv_;
-    std::deque<std::string> ring_;
-    size_t ring_max_ = 0;
-    bool dirty_ = false, stop_ = false;
+    LogRing ring_{0};
+    std::chrono::milliseconds zk_period_{1000};
+    bool dirty_ = false, stop_ = false, attaching_ = false;
     std::chrono::steady_clock::time_point drain_deadline_;
     std::thread writer_;
     std::shared_ptr<zk::Session> session_;
-    std::string node_;
+    std::string path_;
+    int32_t version_ = -1;  // of path_, known after each successful write; -1 = read it first
 };
 
 void Logger::log(LogState state, std::string_view message) const {

@@ -202,6 +202,22 @@ TEST_F(DaemonTest, MissingEnabledModuleStopsTheDaemonBeforeAnythingIsWritten) {
     EXPECT_FALSE(zk->exists(path("node.name", {"hv7"})));
 }
 
+TEST_F(DaemonTest, ModuleThatFailsToStartIsNamedAndTheDaemonExitsWithoutReachingRun) {
+    auto o = options("hv6");
+    o.enable_hypervisor = true;
+    o.module_dir = build_dir() + "/test-modules/startfails";  // its hypervisor module's start() throws
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv6", cfg, o.base_dir / "out.log");
+    int status = d.wait(30s);
+    auto out = slurp(o.base_dir / "out.log");
+    EXPECT_EQ(status, 1) << out << slurp(o.base_dir / "out.log.err");
+    EXPECT_NE(out.find("Module hypervisor failed to start: test module cannot start"), std::string::npos) << out;
+    EXPECT_EQ(out.find("Node is in daemon state run"), std::string::npos) << out;
+    // Registered before the modules start, so it is left in `stop`, never `run`.
+    EXPECT_EQ(state("hv6"), "stop");
+    EXPECT_EQ(slurp(o.base_dir / "out.log.err").find("terminate called"), std::string::npos);
+}
+
 TEST(DaemonConfig, MissingNodeExits78NamingTheKey) {
     pvc::test::TempDir dir("cfg");
     auto file = dir.path() / "bad.yaml";

@@ -92,4 +92,25 @@ TEST(ModuleHost, StartedModuleGetsAWorkingContext) {
     ex.stop_pool();
 }
 
+TEST(ModuleHost, StartThatThrowsNamesTheModuleAndItsReason) {
+    pvc::test::ZkServer server;
+    auto zk = pvc::zk::Session::connect({server.hosts()});
+    auto cfg = config(true, server.hosts());
+    pvc::ModuleHost host(modules("startfails"), quiet());
+    host.load(cfg);
+    ASSERT_EQ(host.modules().size(), 1u);
+    pvc::Executor ex(1);
+    pvc::CoreEvents events;
+    try {
+        host.start_all(cfg, pvc::make_log_sink(nullptr), zk, ex, events);
+        FAIL() << "a module whose start() throws was reported started";
+    } catch (const pvc::ModuleStartError& e) {
+        std::string what = e.what();
+        EXPECT_NE(what.find("module hypervisor failed to start"), std::string::npos) << what;
+        EXPECT_NE(what.find("its dependency is unusable"), std::string::npos) << what;
+    }
+    EXPECT_NO_THROW(host.stop_all());
+    ex.stop_pool();
+}
+
 }  // namespace

@@ -183,6 +183,7 @@ TEST(ConfigSample, ParsesForPvchv1) {
     EXPECT_EQ(c.ceph_config_file, "/etc/ceph/ceph.conf");
     EXPECT_EQ(c.console_log_lines, 1000);
     EXPECT_EQ(c.node_log_lines, 2000);
+    EXPECT_EQ(c.zookeeper_log_interval_ms, 1000);
     EXPECT_EQ(c.dynamic_directory, "/run/pvc");
 }
 
@@ -356,6 +357,20 @@ TEST(ConfigTypes, RangeChecks) {
     expect_problem(problems, "pvc.system.hypervisor.max_parallel_migrations",
                    line_of(text, "max_parallel_migrations: 0"), "at least 1");
     expect_problem(problems, "pvc.coordinator.dns.database.port", line_of(text, "port: 99999"), "between 1 and 65535");
+}
+
+TEST(ConfigOurs, ZookeeperLogIntervalIsOptionalAndRangeChecked) {
+    EXPECT_EQ(pvc::parse_config(minimal, "t", host("pvchv2.example.com")).zookeeper_log_interval_ms, 1000);
+    std::string zero = replace(sample_text(), "zookeeper_log_interval_ms: 1000", "zookeeper_log_interval_ms: 0");
+    EXPECT_EQ(pvc::parse_config(zero, "t", host()).zookeeper_log_interval_ms, 0);
+    for (const char* bad : {"-1", "60001", "fast"}) {
+        std::string text = replace(sample_text(), "zookeeper_log_interval_ms: 1000",
+                                   std::string("zookeeper_log_interval_ms: ") + bad);
+        auto problems = problems_of(text);
+        auto* p = find_problem(problems, "pvc.system.configuration.logging.zookeeper_log_interval_ms");
+        ASSERT_NE(p, nullptr) << bad << "\n" << dump(problems);
+        EXPECT_EQ(p->line, line_of(text, std::string("zookeeper_log_interval_ms: ") + bad));
+    }
 }
 
 TEST(ConfigNetworks, BadCidr) {

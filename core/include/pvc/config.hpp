@@ -121,6 +121,9 @@ struct Config {
     bool log_keepalive_plugin_details = false;
     int console_log_lines = 0;
     int node_log_lines = 0;
+    // Not in the reference: at most one write of /logs/<node>/messages per
+    // this many milliseconds (0: one write per line, as the reference).
+    int zookeeper_log_interval_ms = 1000;
 
     // pvc.system.configuration.networking
     std::optional<std::string> bridge_dev;

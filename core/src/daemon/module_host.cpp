@@ -75,9 +75,20 @@ void ModuleHost::start_all(const Config& cfg, const std::shared_ptr<LogSink>& si
                            Executor& ex, CoreEvents& events) {
     for (auto& l : loaded_) {
         l.context.reset(new NodeContext{cfg, Logger(sink, std::string(l.module->name())), zk, ex, events});
-        log_.system("Starting module {}", l.module->name());
-        l.module->start(*l.context);
-        l.started = true;
+        const std::string name(l.module->name());
+        log_.system("Starting module {}", name);
+        std::string reason;
+        try {
+            l.module->start(*l.context);
+            l.started = true;
+            continue;
+        } catch (const std::exception& e) {
+            reason = e.what();
+        } catch (...) {
+            reason = "unknown exception";
+        }
+        log_.error("Module {} failed to start: {}", name, reason);
+        throw ModuleStartError("module " + name + " failed to start: " + reason);
     }
 }
 

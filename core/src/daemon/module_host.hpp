@@ -19,6 +19,12 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// A module's start() threw; names the module and its reason.
+class ModuleStartError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 // Which module serves which function, in start order.
 struct ModuleSpec {
     std::string name;     // "hypervisor" -> libpvc-module-hypervisor.so
@@ -45,6 +51,9 @@ public:
     Module& load_file(const std::filesystem::path& file);
 
     std::vector<Module*> modules() const;
+    // Starts the loaded modules in order. A module whose start() throws is
+    // logged by name and ModuleStartError is thrown; modules started before
+    // it stay started (stop_all() stops them), it is never stop()ped.
     void start_all(const Config& cfg, const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> zk,
                    Executor& ex, CoreEvents& events);
     void stop_all();  // reverse order, each exception logged

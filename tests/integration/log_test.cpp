@@ -1,0 +1,235 @@
+// The daemon's log sink: the ZooKeeper ring (/logs/<node>/messages, batched
+// to at most one write per zookeeper_log_interval_ms, drained at shutdown,
+// same value as the reference) against a real ZooKeeper, and the log file
+// reopened on SIGHUP while many threads log.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "pvc/config.hpp"
+#include "pvc/log.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/test/zk_server.hpp"
+#include "pvc/zk.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<std::string> split_lines(const std::string& value) {
+    std::vector<std::string> out;
+    std::istringstream in(value);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+}
+
+// Every line the ZooKeeper copy holds starts with the reference's timestamp.
+const std::regex zk_line(R"(^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} info: (.*)$)");
+
+class ZooKeeperLog : public ::testing::Test {
+protected:
+    void SetUp() override { zk = pvc::zk::Session::connect({server.hosts()}); }
+
+    std::shared_ptr<pvc::LogSink> sink(int lines, int interval_ms) {
+        pvc::Config c;
+        c.zookeeper_logging = true;
+        c.node_log_lines = lines;
+        c.zookeeper_log_interval_ms = interval_ms;
+        return pvc::make_log_sink(&c);
+    }
+    std::string messages() { return zk->get(messages_path).value_or(""); }
+    int32_t version() {
+        pvc::zk::Stat st;
+        zk->get(messages_path, &st);
+        return st.version;
+    }
+
+    pvc::test::ZkServer server;
+    std::shared_ptr<pvc::zk::Session> zk;
+    const std::string messages_path = pvc::schema::path("logs.messages", {"hv1"});
+};
+
+TEST_F(ZooKeeperLog, ALineAppearsWithinThePeriod) {
+    auto s = sink(100, 300);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("first line");
+    // The bound is one period (0.3 s); the margin is for a loaded machine.
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("first line") != std::string::npos; }, 10s))
+        << messages();
+    std::smatch m;
+    auto lines = split_lines(messages());
+    ASSERT_EQ(lines.size(), 1u) << messages();
+    ASSERT_TRUE(std::regex_match(lines[0], m, zk_line)) << lines[0];
+    EXPECT_EQ(m[1], "first line");
+    pvc::shutdown_log_sink(s);
+}
+
+TEST_F(ZooKeeperLog, ABurstIsBatchedAndKeepsTheLastLines) {
+    const int kept = 200, period_ms = 400;
+    auto s = sink(kept, period_ms);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("before the burst");
+    ASSERT_TRUE(pvc::test::eventually([&] { return !messages().empty(); }, 10s));
+    const int32_t v0 = version();
+    const auto t0 = Clock::now();
+    // A burst of 3,000 lines at once, then 2 s of a line every 5 ms.
+    int n = 0;
+    for (; n < 3000; ++n) log.info("line {}", n);
+    for (auto end = Clock::now() + 2s; Clock::now() < end; ++n) {
+        log.info("line {}", n);
+        std::this_thread::sleep_for(5ms);
+    }
+    const std::string last = fmt::format("line {}", n - 1);
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find(last) != std::string::npos; }, 10s));
+    const double periods = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / period_ms;
+    const int32_t writes = version() - v0;
+    // Without batching this would be one write per line (> 3,000).
+    EXPECT_LE(writes, static_cast<int>(periods) + 2) << n << " lines over " << periods << " periods";
+    EXPECT_GE(writes, 1);
+
+    // The value is exactly the last `kept` lines, oldest first, joined by '\n'.
+    auto value = messages();
+    EXPECT_NE(value.back(), '\n');
+    auto lines = split_lines(value);
+    ASSERT_EQ(lines.size(), static_cast<size_t>(kept));
+    for (int i = 0; i < kept; ++i) {
+        std::smatch m;
+        ASSERT_TRUE(std::regex_match(lines[i], m, zk_line)) << lines[i];
+        EXPECT_EQ(m[1], fmt::format("line {}", n - kept + i));
+    }
+    pvc::shutdown_log_sink(s);
+}
+
+TEST_F(ZooKeeperLog, ShutdownWritesTheLinesOfThePeriodAtOnce) {
+    auto s = sink(100, 60000);  // nothing but the first write and shutdown within this test
+    pvc::Logger log(s, "");
+    log.info("before attach");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("before attach") != std::string::npos; }, 10s));
+    const int32_t v0 = version();
+    for (int i = 0; i < 50; ++i) log.info("late line {}", i);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(messages().find("late line"), std::string::npos) << "written before the period ended";
+    pvc::shutdown_log_sink(s);
+    auto lines = split_lines(messages());
+    ASSERT_EQ(lines.size(), 51u) << messages();
+    EXPECT_NE(lines.back().find("late line 49"), std::string::npos) << lines.back();
+    EXPECT_EQ(version(), v0 + 1);
+}
+
+TEST_F(ZooKeeperLog, LinesOfEarlierRunsAreKeptInFront) {
+    zk->ensure_path(pvc::schema::path("logs.node", {"hv1"}));
+    zk->write(messages_path, "2020/01/01 00:00:00.000000 info: old 1\n2020/01/01 00:00:00.000000 info: old 2\n"
+                             "2020/01/01 00:00:00.000000 info: old 3");
+    auto s = sink(3, 100);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("new 1");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("new 1") != std::string::npos; }, 10s));
+    auto lines = split_lines(messages());
+    ASSERT_EQ(lines.size(), 3u) << messages();
+    EXPECT_EQ(lines[0], "2020/01/01 00:00:00.000000 info: old 2");
+    EXPECT_EQ(lines[1], "2020/01/01 00:00:00.000000 info: old 3");
+    EXPECT_NE(lines[2].find("info: new 1"), std::string::npos);
+    pvc::shutdown_log_sink(s);
+}
+
+TEST_F(ZooKeeperLog, AWriteBehindOurBackIsOverwrittenWithTheRing) {
+    auto s = sink(10, 100);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("one");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("one") != std::string::npos; }, 10s));
+    // Another writer (an operator, a restore) changes the version the writer knows.
+    zk->write(messages_path, "foreign");
+    log.info("two");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("two") != std::string::npos; }, 10s))
+        << messages();
+    auto lines = split_lines(messages());
+    ASSERT_EQ(lines.size(), 2u) << messages();
+    EXPECT_NE(lines[0].find("info: one"), std::string::npos);
+    pvc::shutdown_log_sink(s);
+}
+
+// SIGHUP (logrotate) while many threads log: the file is renamed away and the
+// signal makes the sink reopen pvc.log, as the daemon does. No line may be
+// lost, doubled or split between the files.
+TEST(LogFile, SighupUnderHeavyLoggingLosesAndGarblesNoLine) {
+    pvc::test::TempDir dir("logfile");
+    pvc::Config c;
+    c.file_logging = true;
+    c.log_directory = dir.path();
+    auto s = pvc::make_log_sink(&c);
+
+    boost::asio::io_context io;
+    boost::asio::signal_set hup(io, SIGHUP);
+    std::atomic<int> reopened{0};
+    std::function<void(const boost::system::error_code&, int)> on_hup = [&](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        pvc::reopen_log_file(s);
+        ++reopened;
+        hup.async_wait(on_hup);
+    };
+    hup.async_wait(on_hup);
+    std::thread signal_thread([&] { io.run(); });
+
+    const int threads = 8, per_thread = 3000;
+    const std::string padding(120, 'x');
+    std::atomic<int> done{0};
+    std::vector<std::thread> writers;
+    for (int t = 0; t < threads; ++t)
+        writers.emplace_back([&, t] {
+            pvc::Logger log(s, fmt::format("writer {}", t));
+            for (int i = 0; i < per_thread; ++i) log.info("line {} {}", i, padding);
+            ++done;
+        });
+    int rotations = 0;
+    while (done < threads) {
+        std::filesystem::rename(dir.path() / "pvc.log", dir.path() / fmt::format("pvc.log.{}", ++rotations));
+        int before = reopened;
+        ::kill(::getpid(), SIGHUP);
+        ASSERT_TRUE(pvc::test::eventually([&] { return reopened > before; }, 10s));
+        std::this_thread::sleep_for(2ms);
+    }
+    for (auto& w : writers) w.join();
+    hup.cancel();
+    signal_thread.join();
+    EXPECT_GE(rotations, 3) << "the writers finished before the log was rotated a few times";
+
+    std::map<std::pair<int, int>, int> seen;
+    size_t files_with_lines = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+        std::ifstream in(e.path());
+        bool any = false;
+        for (std::string l; std::getline(in, l);) {
+            // "info: writer T - line I xxx...x", nothing more, nothing less
+            int t = -1, i = -1, end = 0;
+            std::sscanf(l.c_str(), "info: writer %d - line %d %n", &t, &i, &end);
+            ASSERT_TRUE(t >= 0 && i >= 0 && end > 0 && l.substr(static_cast<size_t>(end)) == padding)
+                << "garbled line in " << e.path() << ": " << l;
+            ++seen[{t, i}];
+            any = true;
+        }
+        files_with_lines += any;
+    }
+    EXPECT_GE(files_with_lines, 2u);
+    ASSERT_EQ(seen.size(), static_cast<size_t>(threads * per_thread));
+    for (const auto& [key, count] : seen) EXPECT_EQ(count, 1) << "writer " << key.first << " line " << key.second;
+}
+
+}  // namespace
