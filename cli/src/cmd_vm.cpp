@@ -74,12 +74,13 @@ std::vector<std::string> checked_limit(const std::string& limit) {
 
 // Memory and vCPU admission of the reference (define, modify).
 void check_resources(const DomainXml& x, const std::string& node) {
-    if (!x.memory_mib) throw Failure("invalid VM XML: no valid <memory> element");
+    auto memory_mib = x.memory_mib();
+    if (!memory_mib) throw Failure("invalid VM XML: no valid <memory> element");
     if (!x.vcpus) throw Failure("invalid VM XML: no valid <vcpu> element");
     auto total = to_long(read(path("node.memory.total", {node})));
     if (!total) throw Failure("node " + node + " reports no memory total");
-    if (*x.memory_mib >= *total)
-        throw Failure("VM " + x.name + " asks for " + std::to_string(*x.memory_mib) + " MiB of memory; node " + node +
+    if (*memory_mib >= *total)
+        throw Failure("VM " + x.name + " asks for " + std::to_string(*memory_mib) + " MiB of memory; node " + node +
                       " has " + std::to_string(*total) + " MiB");
     auto st = split(read(path("node.data.static", {node})), ' ');
     auto cpus = st.empty() ? std::nullopt : to_long(st[0]);
@@ -172,10 +173,11 @@ void vm_info() {
 // ---- define / modify / remove ----
 
 void vm_define() {
-    DomainXml x = parse_domain_xml(read_file(a.file), true);
+    VmXml x = read_vm_xml(read_file(a.file), true);
+    const std::string& name = x.dom.name;
     if (session()->exists(path("domain.name", {x.uuid})))
         throw Failure("a VM with UUID " + x.uuid + " already exists");
-    if (vm_by_name(x.name)) throw Failure("a VM named '" + x.name + "' already exists");
+    if (vm_by_name(name)) throw Failure("a VM named '" + name + "' already exists");
     std::vector<std::string> limit = checked_limit(a.node_limit);
     std::string node = a.node;
     if (!node.empty()) {
@@ -185,17 +187,17 @@ void vm_define() {
     } else {
         auto t = choose_target(limit.empty() ? std::nullopt : std::optional<std::string>(join(limit, ",")),
                                a.selector.empty() ? std::nullopt : std::optional<std::string>(a.selector), "");
-        if (!t) throw Failure("no node can take VM " + x.name + " (no node in run+ready state within the limit); use --node");
+        if (!t) throw Failure("no node can take VM " + name + " (no node in run+ready state within the limit); use --node");
         node = *t;
     }
-    if (!a.no_resource_check) check_resources(x, node);
+    if (!a.no_resource_check) check_resources(x.dom, node);
     std::string method = a.method.empty() ? "none" : a.method;
-    for (const auto& nic : x.interfaces)
+    for (const auto& nic : x.dom.interfaces)
         if (nic.type == "hostdev") method = "shutdown";  // SR-IOV hostdev NICs cannot live-migrate
 
     const std::string& u = x.uuid;
     std::vector<zk::KeyValue> kvs = {
-        {path("domain.name", {u}), x.name},
+        {path("domain.name", {u}), name},
         {path("domain.xml", {u}), x.xml},
         {path("domain.state", {u}), "stop"},
         {path("domain.profile", {u}), a.profile.empty() ? "None" : a.profile},
@@ -203,7 +205,7 @@ void vm_define() {
         {path("domain.node", {u}), node},
         {path("domain.last_node", {u}), ""},
         {path("domain.failed_reason", {u}), ""},
-        {path("domain.storage.volumes", {u}), join(x.rbd_list(), ",")},
+        {path("domain.storage.volumes", {u}), join(x.dom.rbd_list(), ",")},
         {path("domain.console.log", {u}), ""},
         {path("domain.console.vnc", {u}), ""},
         {path("domain.meta.autostart", {u}), zk::py_bool(a.autostart)},
@@ -213,16 +215,19 @@ void vm_define() {
         {path("domain.meta.tags", {u}), ""},
         {path("domain.migrate.sync_lock", {u}), ""},
     };
-    if (!session()->write(kvs)) throw Failure("could not write VM " + x.name + " to the cluster");
+    if (!session()->write(kvs)) throw Failure("could not write VM " + name + " to the cluster");
+    // Defined all the same: our nodes need none of these; a reference
+    // client sharing the cluster does.
+    warn_reference_omissions(x);
     auto add_tag = [&](const std::string& tag, bool prot) {
         if (!session()->write({{path("tag.name", {u, tag}), tag},
                                {path("tag.type", {u, tag}), "user"},
                                {path("tag.protected", {u, tag}), zk::py_bool(prot)}}))
-            throw Failure("could not write tag " + tag + " of VM " + x.name);
+            throw Failure("could not write tag " + tag + " of VM " + name);
     };
     for (const auto& t : a.tags) add_tag(t, false);
     for (const auto& t : a.protected_tags) add_tag(t, true);
-    std::cout << "Defined VM " << x.name << " (UUID " << u << (x.uuid_generated ? ", generated" : "") << ") on node "
+    std::cout << "Defined VM " << name << " (UUID " << u << (x.uuid_generated ? ", generated" : "") << ") on node "
               << node << "." << std::endl;
 }
 
@@ -238,22 +243,24 @@ void vm_modify() {
     if (a.file.empty() && meta.empty())
         throw Failure("nothing to modify: give an XML file and/or metadata options (see --help)", exit_usage);
 
-    std::optional<DomainXml> x;
+    std::optional<VmXml> x;
     std::string name = read(path("domain.name", {u}));
     if (!a.file.empty()) {
-        x = parse_domain_xml(read_file(a.file), false);
+        x = read_vm_xml(read_file(a.file), false);
         if (x->uuid != u) throw Failure("the XML's <uuid> " + x->uuid + " is not the UUID of VM " + name + " (" + u + ")");
-        if (x->name != name) throw Failure("the XML renames VM " + name + " to " + x->name + "; renaming is not supported");
-        check_resources(*x, read(path("domain.node", {u})));
+        if (x->dom.name != name)
+            throw Failure("the XML renames VM " + name + " to " + x->dom.name + "; renaming is not supported");
+        check_resources(x->dom, read(path("domain.node", {u})));
     }
     if (a.restart && x && state_of(u) != "start")
         throw Failure("VM " + name + " is not in state start; cannot restart it (modify without --restart)");
     if (x) {
         if (!session()->write({{path("domain.name", {u}), name},
-                               {path("domain.storage.volumes", {u}), join(x->rbd_list(), ",")},
+                               {path("domain.storage.volumes", {u}), join(x->dom.rbd_list(), ",")},
                                {path("domain.xml", {u}), x->xml}}))
             throw Failure("could not write the new configuration of VM " + name);
         std::cout << "Modified the configuration of VM " << name << "." << std::endl;
+        warn_reference_omissions(*x);
     }
     if (!meta.empty()) {
         if (!session()->write(meta)) throw Failure("could not write the metadata of VM " + name);

@@ -94,14 +94,17 @@ VmView read_vm(const std::string& u) {
     }
     v.xml = read(path("domain.xml", {u}));
     try {
-        DomainXml x = parse_domain_xml(v.xml, true);
-        v.memory_mib = x.memory_mib;
+        DomainXml x = parse_domain_xml(v.xml);
+        v.memory_mib = x.memory_mib();
         v.vcpus = x.vcpus;
         v.description = x.description;
         for (const auto& i : x.interfaces)
             v.interfaces.push_back({{"type", i.type}, {"mac", i.mac}, {"source", i.source}, {"model", i.model}});
-        for (const auto& d : x.disks) v.disks.push_back({{"type", d.type}, {"name", d.name}, {"target", d.target}});
-    } catch (const Failure&) {
+        // A network disk shows as its protocol (rbd), as the reference client does.
+        for (const auto& d : x.disks)
+            v.disks.push_back(
+                {{"type", d.type == "network" ? d.protocol : d.type}, {"name", d.source}, {"target", d.target}});
+    } catch (const DomainXmlError&) {
         // Bad XML in the cluster: show what the keys say.
     }
     return v;

@@ -239,6 +239,69 @@ TEST_F(PvcCli, DefineInsertsAGeneratedUuidWhenTheXmlHasNone) {
     EXPECT_EQ(check.out, "name uuid " + uuid + "\n") << check.err;
 }
 
+// A reference client refuses XML without <uuid> and cannot show a VM without
+// <emulator> (or <os><type arch/machine>, <console type>): `vm define`
+// names each missing element on stderr, and defines the VM all the same.
+TEST_F(PvcCli, DefineWarnsAboutWhatAReferenceClientNeeds) {
+    std::string complete = "<domain type='kvm'>\n  <name>full</name>\n  <uuid>" + kUuid +
+                           "</uuid>\n  <memory unit='MiB'>64</memory>\n  <vcpu>1</vcpu>\n"
+                           "  <os><type arch='x86_64' machine='pc'>hvm</type></os>\n"
+                           "  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+                           "    <console type='pty'><target type='serial' port='0'/></console>\n  </devices>\n"
+                           "</domain>\n";
+    auto r = pvc({"vm", "define", write_file("full.xml", complete), "--node", "hv1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+
+    std::string bare = "<domain type='kvm'>\n  <name>bare</name>\n  <memory unit='MiB'>64</memory>\n"
+                       "  <vcpu>1</vcpu>\n  <os><type arch='x86_64' machine='pc'>hvm</type></os>\n"
+                       "  <devices>\n    <console type='pty'/>\n  </devices>\n</domain>\n";
+    r = pvc({"vm", "define", write_file("bare.xml", bare), "--node", "hv1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("warning: the VM XML has no <uuid>"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("warning: the VM XML has no <devices><emulator>"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("<os>"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("<console"), std::string::npos) << r.err;
+    // Defined all the same.
+    auto vms = json::parse(pvc({"vm", "list", "--format", "json"}).out);
+    ASSERT_EQ(vms.size(), 2u);
+    EXPECT_EQ(vms[0]["name"], "bare");
+
+    // And every such element, by name.
+    std::string none = "<domain type='kvm'>\n  <name>none</name>\n  <uuid>11111111-2222-4333-8444-555555555555</uuid>\n"
+                       "  <memory unit='MiB'>64</memory>\n  <vcpu>1</vcpu>\n</domain>\n";
+    r = pvc({"vm", "define", write_file("none.xml", none), "--node", "hv1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (auto e : {"<os><type arch=...>", "<os><type machine=...>", "<devices><console type=...>",
+                   "<devices><emulator>"})
+        EXPECT_NE(r.err.find(std::string("warning: the VM XML has no ") + e), std::string::npos) << e << r.err;
+    EXPECT_EQ(r.err.find("<uuid>"), std::string::npos) << r.err;
+}
+
+// The lab's VM (tools/lab/tiny-vm.xml) is complete for a reference client.
+TEST_F(PvcCli, TheLabVmXmlIsCompleteForAReferenceClient) {
+    auto r = pvc({"vm", "define", std::string(PVC_TEST_SOURCE_DIR) + "/tools/lab/tiny-vm.xml", "--node", "hv1",
+                  "--no-resource-check"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+    auto info = json::parse(pvc({"vm", "info", "tiny1", "--format", "json"}).out);
+    EXPECT_EQ(info["memory"], 64);
+}
+
+// A <memory> without unit is KiB for the client as for the daemon's memprov
+// (libvirt's default unit).
+TEST_F(PvcCli, MemoryWithoutUnitIsKiB) {
+    std::string xml = domain_xml("kib", kUuid);
+    auto pos = xml.find("<memory unit='MiB'>1024</memory>");
+    ASSERT_NE(pos, std::string::npos);
+    xml.replace(pos, std::string("<memory unit='MiB'>1024</memory>").size(), "<memory>2097152</memory>");
+    auto r = pvc({"vm", "define", write_file("kib.xml", xml), "--node", "hv1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto vms = json::parse(pvc({"vm", "list", "--format", "json"}).out);
+    ASSERT_EQ(vms.size(), 1u);
+    EXPECT_EQ(vms[0]["memory"], 2048);
+}
+
 TEST_F(PvcCli, DefineRefusesBadInputAndWritesNothing) {
     expect_refused({"vm", "define", write_file("bad.xml", "<domain><name>x</name><uuid>")}, 1, "invalid VM XML");
     expect_refused({"vm", "define", write_file("noname.xml", domain_xml("x", kUuid, 1024, 2, false))}, 1, "<name>");

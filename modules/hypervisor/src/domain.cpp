@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "domain_xml.hpp"
 #include "migration.hpp"
+#include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc::hv {
@@ -199,7 +199,7 @@ bool Domain::confirm(const char* act) {
 
 void Domain::remember(const Snapshot& s) {
     long mem = 0;
-    if (auto x = parse_domain_xml(s.xml)) mem = x->memory_mib;
+    if (auto x = try_parse_domain_xml(s.xml)) mem = x->memory_mib().value_or(0);
     std::lock_guard g(m_);
     cached_.name = s.name;
     cached_.state = s.state.value_or("");
@@ -320,7 +320,8 @@ void Domain::refresh_vnc() {
         int st = 0, reason = 0;
         if (virDomainGetState(d.get(), &st, &reason, 0) == 0 && st == VIR_DOMAIN_RUNNING) {
             if (char* xml = virDomainGetXMLDesc(d.get(), 0)) {
-                if (auto x = parse_domain_xml(xml); x && x->graphics) value = *x->graphics;
+                if (auto x = try_parse_domain_xml(xml); x && x->graphics)
+                    value = x->graphics->listen + ":" + x->graphics->port;
                 free(xml);
             }
         }

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "domain_xml.hpp"
+#include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/target.hpp"
 
@@ -504,11 +504,12 @@ std::optional<std::string> Hypervisor::domain_stats(virDomainPtr dom, const std:
         dev = Devices{};
         dev.libvirt_id = id;
         if (char* xml = virDomainGetXMLDesc(dom, 0)) {
-            auto parsed = parse_domain_xml(xml);
+            auto parsed = try_parse_domain_xml(xml);
             free(xml);
             if (parsed) {
-                for (auto& d : parsed->disks) dev.disks.emplace_back(d.name, d.target_dev);
-                for (auto& i : parsed->bridges) dev.bridges.emplace_back(i.target_dev, i.bridge);
+                for (auto& d : parsed->disks) dev.disks.emplace_back(d.source, d.target);
+                for (auto& i : parsed->interfaces)
+                    if (i.type == "bridge") dev.bridges.emplace_back(i.target, i.source);
                 dev.ok = true;
             }
         }

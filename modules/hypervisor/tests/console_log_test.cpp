@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "console_log.hpp"
-#include "domain_xml.hpp"
+#include "hv_fixture.hpp"
 #include "migration.hpp"
 
 namespace pvc::hv {
@@ -25,15 +25,6 @@ TEST(ConsoleTail, NormalisesLineBreaksAndReplacesBadBytes) {
     EXPECT_EQ(tail_lines("x\r\ny\rz\n", 3), "x\ny\nz\n");
     EXPECT_EQ(tail_lines("ok\xff\n", 1), "ok\xEF\xBF\xBD\n");
 }
-TEST(DomainXml, MemoryUnitsFollowTheReference) {
-    auto x = [](std::string mem) { return parse_domain_xml("<domain><name>n</name>" + mem + "</domain>")->memory_mib; };
-    EXPECT_EQ(x("<memory unit='KiB'>2097152</memory>"), 2048);
-    EXPECT_EQ(x("<memory unit='GiB'>2</memory>"), 2048);
-    EXPECT_EQ(x("<memory unit='MiB'>512</memory>"), 512);
-    EXPECT_EQ(x("<memory>512</memory>"), 512);
-    EXPECT_FALSE(parse_domain_xml("<domain><name>broken"));
-    EXPECT_FALSE(parse_domain_xml("<notadomain/>"));
-}
 TEST(Migration, UrisFromTheTemplate) {
     Config c;
     c.cluster.domain = "pvc.local";
@@ -43,3 +34,36 @@ TEST(Migration, UrisFromTheTemplate) {
 }
 
 }  // namespace pvc::hv
+
+namespace pvc::hv::test {
+
+// The XML memory of a VM not running here counts in memprov in libvirt's
+// units, as `pvc vm list` shows it: a <memory> without unit is KiB (the
+// reference took it as MiB). The unit reading itself: tests/unit/domain_xml_test.
+TEST_F(HvTest, MemprovReadsXmlMemoryInLibvirtUnits) {
+    register_node("hv1");
+    TestNode n1("hv1", server.hosts(), dir.path(), private_uri());
+    n1.start();
+    auto xml = [](const std::string& name, const std::string& uuid, const std::string& memory) {
+        return "<domain type='kvm'><name>" + name + "</name><uuid>" + uuid + "</uuid>" + memory +
+               "<vcpu>1</vcpu><os><type arch='x86_64'>hvm</type></os><devices/></domain>";
+    };
+    auto a = uuid_n(901), b = uuid_n(902), c = uuid_n(903);
+    define(a, "nounit", "hv1", "stop", "none", xml("nounit", a, "<memory>1048576</memory>"));
+    define(b, "gib", "hv1", "stop", "none", xml("gib", b, "<memory unit='G'>2</memory>"));
+    define(c, "bytes", "hv1", "stop", "none", xml("bytes", c, "<memory unit='bytes'>268435456</memory>"));
+    ASSERT_TRUE(eventually([&] {
+        for (const auto& u : {a, b, c}) {
+            auto d = n1.hv->domain(u);
+            if (!d || d->cached().node != "hv1") return false;
+        }
+        return true;
+    }));
+    n1.hv->collect();
+    KeepaliveReport r;
+    n1.hv->contribute(r);
+    EXPECT_EQ(r.memprov_mib, 1024 + 2048 + 256);
+    EXPECT_EQ(r.memalloc_mib, 0);
+}
+
+}  // namespace pvc::hv::test

@@ -1,0 +1,88 @@
+// Reading a libvirt domain XML: the one reading the CLI and the node daemon
+// share (hypervisor.md §19), so `pvc vm list` and a node's memprov agree.
+// Units follow libvirt, not the reference: a <memory> without `unit` is KiB
+// (the reference took it as MiB, hypervisor.md §22 item 15).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pvc {
+
+struct DomainDisk {
+    std::string type;      // <disk type>: network, file, block, volume...
+    std::string protocol;  // <source protocol> of a network disk: rbd...
+    std::string source;    // network: <source name> (rbd: pool/volume); file: <source file>; block: <source dev>
+    std::string target;    // <target dev>: vda, sda...
+};
+
+struct DomainInterface {
+    std::string type;    // <interface type>: bridge, direct, hostdev, network...
+    std::string mac;
+    std::string source;  // bridge name, direct dev, network name, or a hostdev's PCI address "dddd:bb:ss.f"
+    std::string target;  // <target dev> (libvirt sets it in the live XML): the host-side device
+    std::string model;
+};
+
+struct DomainGraphics {
+    std::string type;    // vnc, spice...
+    std::string listen;  // @listen, "" if absent
+    std::string port;    // @port as written ("-1" before autoport allocated one)
+};
+
+struct DomainXml {
+    std::string name;                 // "" if there is no <name>
+    std::optional<std::string> uuid;  // <uuid> text as written (trimmed); none without the element
+    std::string description;
+    std::optional<std::uint64_t> memory_kib;          // <memory>, KiB as libvirt rounds it
+    std::optional<std::uint64_t> current_memory_kib;  // <currentMemory>
+    std::optional<long> vcpus;                        // <vcpu> text: the maximum vCPU count
+    std::optional<long> current_vcpus;                // <vcpu current=...>: the vCPUs online at boot
+    std::string os_type;                              // <os><type> text: hvm...
+    std::string arch;                                 // <os><type arch>
+    std::string machine;                              // <os><type machine>
+    std::string emulator;                             // <devices><emulator>, "" if absent
+    std::string console_type;                         // the first <devices><console type>, "" if absent
+    std::vector<DomainDisk> disks;                    // document order
+    std::vector<DomainInterface> interfaces;          // document order
+    std::optional<DomainGraphics> graphics;           // the first <graphics>
+
+    // <memory> in MiB, truncated (as the node accounts libvirt's KiB).
+    std::optional<long> memory_mib() const;
+    // rbd disks as `pool/volume`, in document order (the `rbdlist` key).
+    std::vector<std::string> rbd_list() const;
+};
+
+class DomainXmlError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// Throws DomainXmlError naming the problem: not well-formed (with its line),
+// or a root element other than <domain>. Everything else is optional here;
+// what a caller requires (a name, a uuid) it checks itself. Thread-safe.
+DomainXml parse_domain_xml(std::string_view text);
+// The same, none instead of the exception (the daemon reads XML it did not
+// write; a bad one counts as no facts).
+std::optional<DomainXml> try_parse_domain_xml(std::string_view text) noexcept;
+
+// A libvirt memory amount in KiB: `value` a decimal integer, `unit` one of
+// libvirt's scale suffixes, case-insensitive (b/byte/bytes; k/KiB, KB;
+// M/MiB, MB; G/GiB, GB; T/TiB, TB; P/PiB, PB; E/EiB, EB; none = KiB),
+// rounded up to whole KiB as libvirt does. None if either is invalid or
+// the amount overflows.
+std::optional<std::uint64_t> memory_kib(std::string_view value, std::string_view unit);
+
+// `text` with <uuid>`uuid`</uuid> inserted right after <name>, indented as
+// <name> is. Throws DomainXmlError as parse_domain_xml does, or when the
+// document has no <name>.
+std::string insert_domain_uuid(std::string_view text, const std::string& uuid);
+
+// True for a canonical 8-4-4-4-12 hex UUID (either case).
+bool is_uuid(std::string_view s);
+
+}  // namespace pvc

@@ -1,0 +1,271 @@
+#include "pvc/domain_xml.hpp"
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <memory>
+#include <mutex>
+
+namespace pvc {
+namespace {
+
+struct DocFree {
+    void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
+};
+using Doc = std::unique_ptr<xmlDoc, DocFree>;
+
+struct CtxtFree {
+    void operator()(xmlParserCtxt* c) const { xmlFreeParserCtxt(c); }
+};
+
+struct BufFree {
+    void operator()(xmlBuffer* b) const { xmlBufferFree(b); }
+};
+
+const xmlChar* xml_str(const char* s) { return reinterpret_cast<const xmlChar*>(s); }
+
+std::string trim(std::string_view s) {
+    auto b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string_view::npos) return "";
+    auto e = s.find_last_not_of(" \t\r\n");
+    return std::string(s.substr(b, e - b + 1));
+}
+
+bool named(const xmlNode* n, const char* name) {
+    return n && n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name, xml_str(name)) == 0;
+}
+
+xmlNode* child(xmlNode* parent, const char* name) {
+    if (!parent) return nullptr;
+    for (xmlNode* c = parent->children; c; c = c->next)
+        if (named(c, name)) return c;
+    return nullptr;
+}
+
+std::string text_of(xmlNode* n) {
+    if (!n) return "";
+    xmlChar* t = xmlNodeGetContent(n);
+    std::string s = t ? reinterpret_cast<const char*>(t) : "";
+    xmlFree(t);
+    return s;
+}
+
+std::string attr(xmlNode* n, const char* name) {
+    if (!n) return "";
+    xmlChar* v = xmlGetProp(n, xml_str(name));
+    std::string s = v ? reinterpret_cast<const char*>(v) : "";
+    xmlFree(v);
+    return s;
+}
+
+std::optional<long> to_long(const std::string& s) {
+    long v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+    return v;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+}
+
+// "0x0000" -> "0000"
+std::string hex_field(const std::string& s) { return s.rfind("0x", 0) == 0 ? s.substr(2) : s; }
+
+// Parses `text` into a document; the error of this parse (not another
+// thread's) names the problem.
+Doc read_document(std::string_view text) {
+    // libxml2 must be initialised once before threads use it.
+    static std::once_flag init;
+    std::call_once(init, [] { xmlInitParser(); });
+    std::unique_ptr<xmlParserCtxt, CtxtFree> ctxt(xmlNewParserCtxt());
+    if (!ctxt) throw DomainXmlError("invalid VM XML: out of memory");
+    if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw DomainXmlError("invalid VM XML: too large");
+    Doc doc(xmlCtxtReadMemory(ctxt.get(), text.data(), static_cast<int>(text.size()), "domain.xml", nullptr,
+                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING));
+    if (!doc) {
+        std::string why = "not well-formed";
+        if (const xmlError* e = xmlCtxtGetLastError(ctxt.get()); e && e->message) {
+            why = trim(e->message);
+            if (e->line > 0) why += " at line " + std::to_string(e->line);
+        }
+        throw DomainXmlError("invalid VM XML: " + why);
+    }
+    if (!named(xmlDocGetRootElement(doc.get()), "domain"))
+        throw DomainXmlError("invalid VM XML: the root element is not <domain>");
+    return doc;
+}
+
+DomainDisk read_disk(xmlNode* d) {
+    DomainDisk disk;
+    disk.type = attr(d, "type");
+    xmlNode* src = child(d, "source");
+    if (disk.type == "network") {
+        disk.protocol = attr(src, "protocol");
+        disk.source = attr(src, "name");
+    } else if (disk.type == "file") {
+        disk.source = attr(src, "file");
+    } else {
+        disk.source = attr(src, "dev");
+    }
+    disk.target = attr(child(d, "target"), "dev");
+    return disk;
+}
+
+DomainInterface read_interface(xmlNode* d) {
+    DomainInterface nic;
+    nic.type = attr(d, "type");
+    nic.mac = attr(child(d, "mac"), "address");
+    xmlNode* src = child(d, "source");
+    if (nic.type == "bridge") {
+        nic.source = attr(src, "bridge");
+    } else if (nic.type == "direct") {
+        nic.source = attr(src, "dev");
+    } else if (nic.type == "network") {
+        nic.source = attr(src, "network");
+    } else if (nic.type == "hostdev") {
+        xmlNode* addr = child(src, "address");
+        nic.source = hex_field(attr(addr, "domain")) + ":" + hex_field(attr(addr, "bus")) + ":" +
+                     hex_field(attr(addr, "slot")) + "." + hex_field(attr(addr, "function"));
+    }
+    nic.target = attr(child(d, "target"), "dev");
+    nic.model = attr(child(d, "model"), "type");
+    return nic;
+}
+
+std::optional<std::uint64_t> memory_of(xmlNode* n) {
+    if (!n) return std::nullopt;
+    return memory_kib(text_of(n), attr(n, "unit"));
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> memory_kib(std::string_view value, std::string_view unit) {
+    std::string v = trim(value);
+    std::uint64_t amount = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), amount);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size()) return std::nullopt;
+
+    // libvirt's virScaleInteger: a suffix's first letter is the power of the
+    // base, "iB" or nothing after it means 1024, "B" means 1000.
+    std::string u = lower(trim(unit));
+    std::uint64_t scale = 1;
+    if (u.empty()) {
+        scale = 1024;  // libvirt's default unit for memory: KiB
+    } else if (u == "b" || u == "byte" || u == "bytes") {
+        scale = 1;
+    } else {
+        std::uint64_t base = 0;
+        std::string_view rest = std::string_view(u).substr(1);
+        if (rest.empty() || rest == "ib") base = 1024;
+        else if (rest == "b") base = 1000;
+        else return std::nullopt;
+        static constexpr std::string_view powers = "kmgtpe";
+        auto power = powers.find(u[0]);
+        if (power == std::string_view::npos) return std::nullopt;
+        for (std::size_t i = 0; i <= power; ++i) scale *= base;
+    }
+    if (amount > std::numeric_limits<std::uint64_t>::max() / scale) return std::nullopt;
+    std::uint64_t bytes = amount * scale;
+    return bytes / 1024 + (bytes % 1024 ? 1 : 0);
+}
+
+std::optional<long> DomainXml::memory_mib() const {
+    if (!memory_kib) return std::nullopt;
+    return static_cast<long>(*memory_kib / 1024);
+}
+
+std::vector<std::string> DomainXml::rbd_list() const {
+    std::vector<std::string> out;
+    for (const auto& d : disks)
+        if (d.type == "network" && d.protocol == "rbd" && !d.source.empty()) out.push_back(d.source);
+    return out;
+}
+
+DomainXml parse_domain_xml(std::string_view text) {
+    Doc doc = read_document(text);
+    xmlNode* root = xmlDocGetRootElement(doc.get());
+
+    DomainXml out;
+    out.name = trim(text_of(child(root, "name")));
+    if (xmlNode* uuid = child(root, "uuid")) out.uuid = trim(text_of(uuid));
+    out.description = trim(text_of(child(root, "description")));
+    out.memory_kib = memory_of(child(root, "memory"));
+    out.current_memory_kib = memory_of(child(root, "currentMemory"));
+    if (xmlNode* vcpu = child(root, "vcpu")) {
+        out.vcpus = to_long(trim(text_of(vcpu)));
+        if (std::string current = attr(vcpu, "current"); !current.empty()) out.current_vcpus = to_long(trim(current));
+    }
+
+    if (xmlNode* type = child(child(root, "os"), "type")) {
+        out.os_type = trim(text_of(type));
+        out.arch = attr(type, "arch");
+        out.machine = attr(type, "machine");
+    }
+
+    if (xmlNode* devices = child(root, "devices")) {
+        for (xmlNode* d = devices->children; d; d = d->next) {
+            if (named(d, "emulator") && out.emulator.empty()) {
+                out.emulator = trim(text_of(d));
+            } else if (named(d, "console") && out.console_type.empty()) {
+                out.console_type = attr(d, "type");
+            } else if (named(d, "disk")) {
+                out.disks.push_back(read_disk(d));
+            } else if (named(d, "interface")) {
+                out.interfaces.push_back(read_interface(d));
+            } else if (named(d, "graphics") && !out.graphics) {
+                out.graphics = DomainGraphics{attr(d, "type"), attr(d, "listen"), attr(d, "port")};
+            }
+        }
+    }
+    return out;
+}
+
+std::optional<DomainXml> try_parse_domain_xml(std::string_view text) noexcept {
+    try {
+        return parse_domain_xml(text);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+std::string insert_domain_uuid(std::string_view text, const std::string& uuid) {
+    Doc doc = read_document(text);
+    xmlNode* root = xmlDocGetRootElement(doc.get());
+    xmlNode* name = child(root, "name");
+    if (!name) throw DomainXmlError("invalid VM XML: no <name> element");
+    xmlNode* node = xmlNewDocNode(doc.get(), root->ns, xml_str("uuid"), xml_str(uuid.c_str()));
+    xmlNode* after = xmlAddNextSibling(name, node);
+    // Keep the indentation of the document: repeat the whitespace before <name>.
+    if (name->prev && name->prev->type == XML_TEXT_NODE) {
+        std::string ws = text_of(name->prev);
+        if (trim(ws).empty()) xmlAddPrevSibling(after, xmlNewDocText(doc.get(), xml_str(ws.c_str())));
+    }
+    std::unique_ptr<xmlBuffer, BufFree> buf(xmlBufferCreate());
+    xmlNodeDump(buf.get(), doc.get(), root, 0, 0);
+    std::string out(reinterpret_cast<const char*>(xmlBufferContent(buf.get())), xmlBufferLength(buf.get()));
+    if (!text.empty() && text.back() == '\n') out += '\n';
+    return out;
+}
+
+bool is_uuid(std::string_view s) {
+    if (s.size() != 36) return false;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') return false;
+        } else if (!std::isxdigit(static_cast<unsigned char>(s[i]))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace pvc

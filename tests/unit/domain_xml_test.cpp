@@ -1,0 +1,249 @@
+// The one reading of libvirt domain XML shared by the CLI and the node
+// daemon (pvc/domain_xml.hpp, hypervisor.md §19).
+#include "pvc/domain_xml.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using pvc::DomainXml;
+using pvc::parse_domain_xml;
+
+DomainXml with(const std::string& inner) { return parse_domain_xml("<domain type='kvm'>" + inner + "</domain>"); }
+
+std::optional<std::uint64_t> memory(const std::string& value, const std::string& unit) {
+    std::string attr = unit.empty() ? "" : " unit='" + unit + "'";
+    return with("<name>m</name><memory" + attr + ">" + value + "</memory>").memory_kib;
+}
+std::optional<std::uint64_t> current_memory(const std::string& value, const std::string& unit) {
+    std::string attr = unit.empty() ? "" : " unit='" + unit + "'";
+    return with("<name>m</name><currentMemory" + attr + ">" + value + "</currentMemory>").current_memory_kib;
+}
+
+constexpr std::uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024, TiB = GiB * 1024;
+constexpr std::uint64_t KB = 1000, MB = KB * 1000, GB = MB * 1000, TB = GB * 1000;
+
+// Every unit libvirt accepts for <memory> and <currentMemory>, as KiB.
+TEST(DomainXmlMemory, EveryLibvirtUnit) {
+    struct Case {
+        const char* unit;
+        std::uint64_t value;
+        std::uint64_t bytes;
+    };
+    const std::vector<Case> cases = {
+        {"b", 1 * GiB, 1 * GiB},        {"bytes", 3 * MiB, 3 * MiB},     {"KB", 2048000, 2048000 * KB},
+        {"k", 2048, 2048 * KiB},        {"KiB", 2097152, 2097152 * KiB}, {"MB", 1000, 1000 * MB},
+        {"M", 512, 512 * MiB},          {"MiB", 64, 64 * MiB},           {"GB", 4, 4 * GB},
+        {"G", 2, 2 * GiB},              {"GiB", 16, 16 * GiB},           {"TB", 1, 1 * TB},
+        {"T", 1, 1 * TiB},              {"TiB", 2, 2 * TiB},
+    };
+    for (const auto& c : cases) {
+        std::uint64_t kib = c.bytes / KiB + (c.bytes % KiB ? 1 : 0);
+        EXPECT_EQ(memory(std::to_string(c.value), c.unit), kib) << c.value << " " << c.unit;
+        EXPECT_EQ(current_memory(std::to_string(c.value), c.unit), kib) << c.value << " " << c.unit;
+    }
+}
+
+// libvirt's default unit for memory is KiB (the reference daemon took MiB).
+TEST(DomainXmlMemory, NoUnitIsKiB) {
+    EXPECT_EQ(memory("1048576", ""), 1048576u);
+    EXPECT_EQ(current_memory("524288", ""), 524288u);
+    EXPECT_EQ(with("<name>m</name><memory>1048576</memory>").memory_mib(), 1024);
+}
+
+TEST(DomainXmlMemory, UnitsAreCaseInsensitiveAndRoundUpToKiB) {
+    EXPECT_EQ(memory("2", "gib"), 2 * GiB / KiB);
+    EXPECT_EQ(memory("2", "g"), 2 * GiB / KiB);
+    EXPECT_EQ(memory("1000", "kb"), 1000 * KB / KiB + 1);  // 1,000,000 bytes = 976.56 KiB -> 977
+    EXPECT_EQ(memory("1", "B"), 1u);
+    EXPECT_EQ(memory("1025", "byte"), 2u);
+    EXPECT_EQ(memory("1", "PiB"), 1024 * TiB / KiB);
+    EXPECT_EQ(memory("1", "EB"), 1000 * 1000 * TB / KiB);
+    EXPECT_EQ(memory(" 64 ", "MiB"), 64 * MiB / KiB);  // whitespace around the number, as libvirt's XML reader
+}
+
+TEST(DomainXmlMemory, MiBAreTruncated) {
+    EXPECT_EQ(with("<memory unit='KiB'>2097151</memory>").memory_mib(), 2047);
+    EXPECT_EQ(with("<memory unit='MB'>1000</memory>").memory_mib(), 953);  // 10^9 bytes
+    EXPECT_EQ(with("<memory unit='GiB'>2</memory>").memory_mib(), 2048);
+}
+
+TEST(DomainXmlMemory, InvalidAmountsAreNone) {
+    EXPECT_EQ(memory("64", "mib2"), std::nullopt);
+    EXPECT_EQ(memory("64", "Q"), std::nullopt);
+    EXPECT_EQ(memory("64", "KiBB"), std::nullopt);
+    EXPECT_EQ(memory("64", "iB"), std::nullopt);
+    EXPECT_EQ(memory("-64", "MiB"), std::nullopt);
+    EXPECT_EQ(memory("1.5", "GiB"), std::nullopt);
+    EXPECT_EQ(memory("", "MiB"), std::nullopt);
+    EXPECT_EQ(memory("lots", ""), std::nullopt);
+    EXPECT_EQ(memory("20000000", "EiB"), std::nullopt);  // overflows 64 bits of bytes
+    EXPECT_EQ(pvc::memory_kib(std::to_string(std::numeric_limits<std::uint64_t>::max()), "b"),
+              std::numeric_limits<std::uint64_t>::max() / 1024 + 1);
+    EXPECT_EQ(with("<name>m</name>").memory_kib, std::nullopt);
+    EXPECT_EQ(with("<name>m</name>").memory_mib(), std::nullopt);
+}
+
+TEST(DomainXmlVcpu, CountAndCurrent) {
+    auto x = with("<vcpu placement='static' current='2'>4</vcpu>");
+    EXPECT_EQ(x.vcpus, 4);
+    EXPECT_EQ(x.current_vcpus, 2);
+    auto y = with("<vcpu> 8 </vcpu>");
+    EXPECT_EQ(y.vcpus, 8);
+    EXPECT_EQ(y.current_vcpus, std::nullopt);
+    EXPECT_EQ(with("<vcpu>two</vcpu>").vcpus, std::nullopt);
+    EXPECT_EQ(with("<vcpu current='x'>2</vcpu>").current_vcpus, std::nullopt);
+    EXPECT_EQ(with("<name>n</name>").vcpus, std::nullopt);
+}
+
+const char* kFull = R"(<domain type='kvm'>
+  <name>web1</name>
+  <uuid>6A1C3C52-0F4E-4D7B-9A51-2F1E7A0C11A1</uuid>
+  <description>front end</description>
+  <memory unit='MiB'>2048</memory>
+  <currentMemory unit='MiB'>1024</currentMemory>
+  <vcpu>2</vcpu>
+  <os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <disk type='network' device='disk'>
+      <source protocol='rbd' name='vms/web1_disk0'><host name='ceph1' port='6789'/></source>
+      <target dev='sda' bus='scsi'/>
+    </disk>
+    <disk type='file' device='disk'><source file='/srv/web1.qcow2'/><target dev='vdb'/></disk>
+    <disk type='block' device='disk'><source dev='/dev/sdz'/><target dev='vdc'/></disk>
+    <disk type='network' device='cdrom'><source protocol='http' name='/iso/x.iso'/><target dev='hdc'/></disk>
+    <interface type='bridge'>
+      <mac address='52:54:00:aa:bb:cc'/><source bridge='vmbr100'/><target dev='vnet3'/><model type='virtio'/>
+    </interface>
+    <interface type='direct'><mac address='52:54:00:aa:bb:cd'/><source dev='ens1f1v0' mode='passthrough'/></interface>
+    <interface type='hostdev' managed='yes'>
+      <mac address='52:54:00:aa:bb:ce'/>
+      <source><address type='pci' domain='0x0000' bus='0x3b' slot='0x02' function='0x1'/></source>
+    </interface>
+    <console type='pty'><target type='serial' port='0'/></console>
+    <graphics type='vnc' port='5901' autoport='yes' listen='127.0.0.1'/>
+    <graphics type='spice' port='5902'/>
+  </devices>
+</domain>
+)";
+
+TEST(DomainXml, ReadsEveryFactTheClientAndDaemonUse) {
+    auto x = parse_domain_xml(kFull);
+    EXPECT_EQ(x.name, "web1");
+    EXPECT_EQ(x.uuid, "6A1C3C52-0F4E-4D7B-9A51-2F1E7A0C11A1");  // as written; callers normalise
+    EXPECT_EQ(x.description, "front end");
+    EXPECT_EQ(x.memory_mib(), 2048);
+    EXPECT_EQ(x.current_memory_kib, 1024 * 1024u);
+    EXPECT_EQ(x.vcpus, 2);
+    EXPECT_EQ(x.os_type, "hvm");
+    EXPECT_EQ(x.arch, "x86_64");
+    EXPECT_EQ(x.machine, "pc-q35-7.2");
+    EXPECT_EQ(x.emulator, "/usr/bin/qemu-system-x86_64");
+    EXPECT_EQ(x.console_type, "pty");
+
+    ASSERT_EQ(x.disks.size(), 4u);
+    EXPECT_EQ(x.disks[0].type, "network");
+    EXPECT_EQ(x.disks[0].protocol, "rbd");
+    EXPECT_EQ(x.disks[0].source, "vms/web1_disk0");
+    EXPECT_EQ(x.disks[0].target, "sda");
+    EXPECT_EQ(x.disks[1].type, "file");
+    EXPECT_EQ(x.disks[1].source, "/srv/web1.qcow2");
+    EXPECT_EQ(x.disks[1].target, "vdb");
+    EXPECT_EQ(x.disks[2].type, "block");
+    EXPECT_EQ(x.disks[2].source, "/dev/sdz");
+    EXPECT_EQ(x.rbd_list(), std::vector<std::string>{"vms/web1_disk0"});  // not the http cdrom
+
+    ASSERT_EQ(x.interfaces.size(), 3u);
+    EXPECT_EQ(x.interfaces[0].type, "bridge");
+    EXPECT_EQ(x.interfaces[0].mac, "52:54:00:aa:bb:cc");
+    EXPECT_EQ(x.interfaces[0].source, "vmbr100");
+    EXPECT_EQ(x.interfaces[0].target, "vnet3");
+    EXPECT_EQ(x.interfaces[0].model, "virtio");
+    EXPECT_EQ(x.interfaces[1].source, "ens1f1v0");
+    EXPECT_EQ(x.interfaces[2].type, "hostdev");
+    EXPECT_EQ(x.interfaces[2].source, "0000:3b:02.1");
+
+    ASSERT_TRUE(x.graphics);
+    EXPECT_EQ(x.graphics->type, "vnc");  // the first one
+    EXPECT_EQ(x.graphics->listen, "127.0.0.1");
+    EXPECT_EQ(x.graphics->port, "5901");
+}
+
+TEST(DomainXml, MissingElementsAreEmpty) {
+    auto x = parse_domain_xml("<domain/>");
+    EXPECT_EQ(x.name, "");
+    EXPECT_EQ(x.uuid, std::nullopt);
+    EXPECT_EQ(x.emulator, "");
+    EXPECT_EQ(x.arch, "");
+    EXPECT_EQ(x.console_type, "");
+    EXPECT_TRUE(x.disks.empty());
+    EXPECT_FALSE(x.graphics);
+}
+
+TEST(DomainXml, RefusesWhatIsNotADomain) {
+    try {
+        parse_domain_xml("<domain>\n<name>broken</domain>");
+        FAIL() << "accepted";
+    } catch (const pvc::DomainXmlError& e) {
+        std::string what = e.what();
+        EXPECT_NE(what.find("invalid VM XML"), std::string::npos) << what;
+        EXPECT_NE(what.find("at line 2"), std::string::npos) << what;
+    }
+    EXPECT_THROW(parse_domain_xml("<notadomain/>"), pvc::DomainXmlError);
+    EXPECT_THROW(parse_domain_xml(""), pvc::DomainXmlError);
+    EXPECT_EQ(pvc::try_parse_domain_xml("<domain><name>broken"), std::nullopt);
+    EXPECT_EQ(pvc::try_parse_domain_xml("<notadomain/>"), std::nullopt);
+    EXPECT_TRUE(pvc::try_parse_domain_xml("<domain/>"));
+}
+
+// No network, no entity expansion: a domain XML is data.
+TEST(DomainXml, ExternalEntitiesAreNotRead) {
+    auto x = pvc::try_parse_domain_xml(
+        "<?xml version='1.0'?><!DOCTYPE domain [<!ENTITY e SYSTEM 'file:///etc/hostname'>]>"
+        "<domain><name>&e;</name></domain>");
+    if (x) {
+        EXPECT_EQ(x->name, "");
+    }
+}
+
+TEST(DomainXml, InsertsAUuidAfterTheNameKeepingIndentation) {
+    std::string in = "<domain type='kvm'>\n  <name>n1</name>\n  <memory unit='MiB'>64</memory>\n</domain>\n";
+    std::string out = pvc::insert_domain_uuid(in, "11111111-2222-4333-8444-555555555555");
+    EXPECT_EQ(out,
+              "<domain type=\"kvm\">\n  <name>n1</name>\n  <uuid>11111111-2222-4333-8444-555555555555</uuid>\n"
+              "  <memory unit=\"MiB\">64</memory>\n</domain>\n");
+    EXPECT_EQ(parse_domain_xml(out).uuid, "11111111-2222-4333-8444-555555555555");
+    EXPECT_THROW(pvc::insert_domain_uuid("<domain/>", "11111111-2222-4333-8444-555555555555"), pvc::DomainXmlError);
+}
+
+TEST(DomainXml, UuidShape) {
+    EXPECT_TRUE(pvc::is_uuid("6a1c3c52-0f4e-4d7b-9a51-2f1e7a0c11a1"));
+    EXPECT_TRUE(pvc::is_uuid("6A1C3C52-0F4E-4D7B-9A51-2F1E7A0C11A1"));
+    EXPECT_FALSE(pvc::is_uuid("6a1c3c520f4e4d7b9a512f1e7a0c11a1"));
+    EXPECT_FALSE(pvc::is_uuid("6a1c3c52-0f4e-4d7b-9a51-2f1e7a0c11ag"));
+    EXPECT_FALSE(pvc::is_uuid(""));
+}
+
+// The daemon parses from several threads at once (dispatch, statistics).
+TEST(DomainXml, ParsesConcurrently) {
+    std::vector<std::thread> threads;
+    std::vector<int> ok(8, 0);
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 200; ++i) {
+                auto x = pvc::try_parse_domain_xml(i % 2 ? kFull : "<domain><broken");
+                if (x && x->memory_mib() == 2048 && x->disks.size() == 4) ++ok[t];
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < 8; ++t) EXPECT_EQ(ok[t], 100);
+}
+
+}  // namespace
