@@ -453,12 +453,10 @@ void Domain::hard_stop(bool write_stop) {
 }
 
 bool Domain::acquire_unbounded(zk::Lock& lock) {
-    // No timeout per the reference, but the wait ends when the daemon stops.
-    while (!sh_.stopper.stopping()) {
-        if (lock.acquire(std::chrono::milliseconds(2000))) return true;
-        if (!sh_.zk->connected()) sh_.stopper.sleep(200ms);
-    }
-    return false;
+    // No timeout per the reference, but the wait ends when the daemon stops
+    // (or the session closes). One wait on the predecessor, as kazoo does:
+    // repeated timed attempts would lose our place in the queue each time.
+    return lock.acquire(std::nullopt, [this] { return sh_.stopper.stopping(); });
 }
 
 // §10.3
