@@ -478,3 +478,52 @@ TEST(FencingModule, LoadsThroughTheModuleHost) {
     auto& m = host.load_file(std::filesystem::path(pvc::test::build_dir()) / "modules/libpvc-module-fencing.so");
     EXPECT_EQ(m.name(), "fencing");
 }
+
+// A 3-member ensemble loses its leader while nodes are alive: every session
+// moves to another member; keepalives pause for the election. No fence.
+TEST(FencingEnsemble, LeaderKilledCausesNoFence) {
+    pvc::test::ZkEnsemble ensemble(3);
+    ensemble.wait_quorum();
+    auto connect = [&] {
+        pvc::zk::SessionOptions o;
+        o.hosts = ensemble.hosts();
+        o.op_timeout = 3s;
+        return pvc::zk::Session::connect(o);
+    };
+    auto s = connect();
+    pvc::init_cluster(*s);
+    pvc::Logger log(pvc::make_log_sink(nullptr), "fencing");
+    for (const char* n : {"hv1", "hv2"}) {
+        s->ensure_path(path("node.name", {n}));
+        pvc::validate_and_apply(*s, log);
+        s->write({{path("node.state.daemon", {n}), "run"}, {path("node.ipmi.hostname", {n}), "127.0.0.50"},
+                  {path("node.keepalive", {n}), "0"}});
+    }
+    auto hb = connect();
+    Ticker heartbeat(1000ms, [&] {
+        for (const char* n : {"hv1", "hv2"}) {
+            try {
+                hb->write(path("node.keepalive", {n}), std::to_string(::time(nullptr)));
+            } catch (const std::exception&) {
+            }
+        }
+    });
+    StateRecorder states(*s, "hv2");
+    Ipmitool ipmi({}, 1s);
+    NoRbdLockBreaker locks(log);
+    FenceSettings fs;
+    fs.interval = 1000ms;
+    fs.saving_throws = 0;
+    Fencer fencer(connect(), ipmi, locks, log, fs, 3);
+    fencer.start();
+    Ticker ticks(1000ms, [&] { fencer.on_tick(); });
+    std::this_thread::sleep_for(5s);
+    int leader = ensemble.leader();
+    ASSERT_GE(leader, 0);
+    ensemble.kill(leader);
+    std::this_thread::sleep_for(10s);
+    ensemble.start(leader);
+    std::this_thread::sleep_for(5s);
+    EXPECT_EQ(fencer.jobs_started(), 0);
+    EXPECT_FALSE(states.saw("dead"));
+}
