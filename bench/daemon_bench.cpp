@@ -4,9 +4,10 @@
 //   (a) the core only (no plugins, no modules),
 //   (b) the core with every shipped health plugin (Python host loaded),
 //   (c) the hypervisor module with 50 running VMs (libvirt test driver),
-//   (d) the core with the sample's logging (ZooKeeper logging, keepalive
-//       lines, a full 2,000-line ring, keepalive 5 s), one ZooKeeper log
-//       write per line (zookeeper_log_interval_ms 0, as PVC 0.9.x),
+//   (d) the core with every shipped health plugin and the sample's logging
+//       (ZooKeeper logging, keepalive and plugin lines, a full 2,000-line
+//       ring, keepalive 5 s), one ZooKeeper log write per line
+//       (zookeeper_log_interval_ms 0, as PVC 0.9.x),
 //   (e) the same with the default batching (one write per 1,000 ms at most).
 // Prints figures; never passes or fails on them.
 //   daemon_bench [seconds per scenario, default 20] [scenarios, default abcde]
@@ -250,9 +251,9 @@ int main(int argc, char** argv) {
             std::cout << "(c) skipped: hypervisor module not built\n";
     }
     if (only.find('d') != std::string::npos)
-        measure("(d) sample logging, a ZooKeeper write per line", false, 0, seconds, 0);
+        measure("(d) plugins, sample logging, a ZK write per line", true, 0, seconds, 0);
     if (only.find('e') != std::string::npos)
-        measure("(e) sample logging, ZooKeeper log batched 1 s", false, 0, seconds, 1000);
+        measure("(e) plugins, sample logging, ZK log batched 1 s", true, 0, seconds, 1000);
     std::cout << "CPU/tick counts every thread of the daemon over the window (ZooKeeper pings included).\n"
                  "ZK tx/t: write transactions the server committed per tick (a multi counts once);\n"
                  "ZK KiB/t: bytes the daemon sent to ZooKeeper per tick; log wr/t: writes of /logs/<node>/messages.\n";
