@@ -165,7 +165,9 @@ int main(int argc, char** argv) {
     cfg.coordinators = {server.hosts()};
     cfg.zookeeper_hosts = server.hosts();
     cfg.cluster.domain = "pvc.local";
-    cfg.libvirt_uri = uri;
+    // The module reads its own keys from the document (Module::configure).
+    cfg.document = pvc::parse_config_tree("pvc:\n  system:\n    hypervisor:\n      libvirt_uri: \"" + uri + "\"\n",
+                                          "bench.yaml");
     cfg.vm_shutdown_timeout = 3;
     cfg.keepalive_interval = 5;
     cfg.console_log_directory = console;
@@ -188,6 +190,12 @@ int main(int argc, char** argv) {
     }
     auto create = boost::dll::import_alias<pvc::ModuleFactory>(lib, "pvc_module_create");
     std::unique_ptr<pvc::Module> module = create();
+    pvc::ConfigProblems problems;
+    module->configure(cfg, problems);
+    if (!problems.empty()) {
+        std::cerr << "hv_latency_bench: " << problems.list().front().to_string("bench.yaml") << "\n";
+        return 1;
+    }
     module->start(ctx);
 
     virConnectPtr conn = virConnectOpen(uri.c_str());

@@ -21,7 +21,6 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #ifndef PVC_VERSION
 #define PVC_VERSION "unknown"
@@ -77,15 +76,6 @@ HostIdentity HostIdentity::of_this_host() {
 
 // ---------------------------------------------------------------------------
 // Problems and errors
-
-std::string ConfigProblem::to_string(const std::string& file) const {
-    std::string out = file;
-    if (line > 0) out += fmt::format(":{}", line);
-    out += ": ";
-    if (!path.empty()) out += path + ": ";
-    out += message;
-    return out;
-}
 
 namespace {
 std::string summarize(const std::string& file, const std::vector<ConfigProblem>& problems) {
@@ -216,144 +206,36 @@ std::optional<IpNetwork> parse_network(const std::string& text, std::string& why
 }
 
 // ---------------------------------------------------------------------------
-// Reading YAML with paths and lines
+// Reading the tree (pvc::ConfigNode) into the problem list
 
-// A place in the document: a node that may be absent, its dotted path, and
-// the line to blame (the key's line if present, else the nearest parent's).
-struct At {
-    YAML::Node node;
-    bool exists = false;  // the key is written (its value may be null)
-    std::string path;
-    int line = 0;
+using At = ConfigNode;
 
-    bool has_value() const { return exists && !node.IsNull(); }
-};
-
+// The core's reads: ConfigNode's typed getters over one problem list.
 class Reader {
 public:
-    std::vector<ConfigProblem> problems;
+    ConfigProblems problems;
 
-    void problem(const At& at, std::string message) { problems.push_back({at.path, at.line, std::move(message)}); }
+    void problem(const At& at, std::string message) { problems.add(at, std::move(message)); }
     void problem(const std::string& path, int line, std::string message) {
-        problems.push_back({path, line, std::move(message)});
+        problems.add(path, line, std::move(message));
     }
-
-    static int line_of(const YAML::Node& n, int fallback) {
-        YAML::Mark m = n.Mark();
-        return m.is_null() || m.line < 0 ? fallback : m.line + 1;
-    }
-
-    At child(const At& parent, const std::string& key) {
-        At c;
-        c.path = parent.path.empty() ? key : parent.path + "." + key;
-        c.line = parent.line;
-        if (!parent.has_value() || !parent.node.IsMap()) return c;
-        int found = 0;
-        for (auto it = parent.node.begin(); it != parent.node.end(); ++it) {
-            if (!it->first.IsScalar() || it->first.Scalar() != key) continue;
-            if (++found == 1) {
-                c.node = it->second;
-                c.exists = true;
-                c.line = line_of(it->first, parent.line);
-            } else {
-                problem(c.path, line_of(it->first, parent.line), "duplicate key");
-            }
-        }
-        return c;
-    }
-
-    // A section (a map). Required: absence is a problem. A key written with
-    // no value counts as an empty section.
-    bool section(const At& at, const char* required_because = nullptr) {
-        if (!at.exists) {
-            if (required_because) problem(at, fmt::format("required section is missing{}", required_because));
-            return false;
-        }
-        if (at.node.IsNull()) return true;
-        if (!at.node.IsMap()) {
-            problem(at, "expected a mapping (a section of keys)");
-            return false;
-        }
-        return true;
-    }
-
-    std::optional<std::string> string(const At& at) {
-        if (!at.has_value()) return std::nullopt;
-        if (!at.node.IsScalar()) {
-            problem(at, "expected a string");
-            return std::nullopt;
-        }
-        return at.node.Scalar();
-    }
-
+    At child(const At& parent, const std::string& key) { return parent.child(key, problems); }
+    bool section(const At& at, const char* required_because = nullptr) { return at.section(problems, required_because); }
+    std::optional<std::string> string(const At& at) { return at.string(problems); }
     std::optional<std::string> required_string(const At& at, const char* because = "") {
-        if (!at.has_value()) {
-            problem(at, fmt::format("required key is missing{}", because));
-            return std::nullopt;
-        }
-        return string(at);
+        return at.required_string(problems, because);
     }
-
     std::optional<long long> integer(const At& at, long long min, long long max) {
-        if (!at.has_value()) return std::nullopt;
-        const std::string text = at.node.IsScalar() ? at.node.Scalar() : std::string{};
-        long long value = 0;
-        const char* begin = text.data();
-        const char* end = text.data() + text.size();
-        if (begin != end && *begin == '+') ++begin;
-        auto [ptr, ec] = std::from_chars(begin, end, value);
-        if (!at.node.IsScalar() || text.empty() || ec != std::errc{} || ptr != end) {
-            problem(at, "expected an integer");
-            return std::nullopt;
-        }
-        if (value < min || value > max) {
-            if (max >= INT_MAX)
-                problem(at, fmt::format("must be at least {} (got {})", min, value));
-            else
-                problem(at, fmt::format("must be between {} and {} (got {})", min, max, value));
-            return std::nullopt;
-        }
-        return value;
+        return at.integer(problems, min, max);
     }
-
-    std::optional<int> int_value(const At& at, int min, int max = INT_MAX) {
-        auto v = integer(at, min, max == INT_MAX ? LLONG_MAX : max);
-        if (v && *v > INT_MAX) {
-            problem(at, "integer out of range");
-            return std::nullopt;
-        }
-        if (v) return static_cast<int>(*v);
-        return std::nullopt;
-    }
-
+    std::optional<int> int_value(const At& at, int min, int max = INT_MAX) { return at.int_value(problems, min, max); }
     std::optional<int> required_int(const At& at, int min, int max, const char* because) {
-        if (!at.has_value()) {
-            problem(at, fmt::format("required key is missing{}", because));
-            return std::nullopt;
-        }
-        return int_value(at, min, max);
+        return at.required_int(problems, min, max, because);
     }
-
-    // YAML booleans only: true/false (and YAML 1.1's yes/no/on/off), unquoted.
-    std::optional<bool> boolean(const At& at) {
-        if (!at.has_value()) return std::nullopt;
-        bool value = false;
-        if (!at.node.IsScalar() || at.node.Tag() == "!" || !YAML::convert<bool>::decode(at.node, value)) {
-            problem(at, "expected a boolean (true or false)");
-            return std::nullopt;
-        }
-        return value;
-    }
-
-    void read_bool(const At& at, bool& out) {
-        if (auto v = boolean(at)) out = *v;
-    }
-    void read_int(const At& at, int& out, int min, int max = INT_MAX) {
-        if (auto v = int_value(at, min, max)) out = *v;
-    }
-    void read_string(const At& at, std::string& out) {
-        if (auto v = string(at)) out = *v;
-    }
+    std::optional<bool> boolean(const At& at) { return at.boolean(problems); }
+    void read_bool(const At& at, bool& out) { at.read(problems, out); }
+    void read_int(const At& at, int& out, int min, int max = INT_MAX) { at.read(problems, out, min, max); }
+    void read_string(const At& at, std::string& out) { at.read(problems, out); }
     void read_path(const At& at, std::filesystem::path& out) {
         if (auto v = string(at)) out = *v;
     }
@@ -361,7 +243,6 @@ public:
 
 constexpr const char* because_networking = " (required when pvc.functions.enable_networking is true)";
 constexpr const char* because_storage = " (required when pvc.functions.enable_storage is true)";
-constexpr const char* because_hypervisor = " (required when pvc.functions.enable_hypervisor is true)";
 
 const std::array<const char*, 5> selectors = {"mem", "memprov", "load", "vcpus", "vms"};
 
@@ -509,7 +390,7 @@ void read_network_role(Reader& r, const std::string& role, const At& cluster_net
 
 void read_database(Reader& r, const At& at, bool networking, DatabaseConfig& out) {
     if (!networking) {
-        if (!at.has_value() || !at.node.IsMap()) return;
+        if (!at.has_value() || !at.is_map()) return;
         out.host = r.string(r.child(at, "host"));
         out.port = r.int_value(r.child(at, "port"), 1, 65535);
         out.name = r.string(r.child(at, "name"));
@@ -526,14 +407,13 @@ void read_database(Reader& r, const At& at, bool networking, DatabaseConfig& out
     out.pass = r.required_string(r.child(at, "pass"), because_networking);
 }
 
-Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
+Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
     Config c;
     c.host = host;
     c.pvcnoded_version = PVC_VERSION;
 
-    At root{doc, true, "", 1};
     At pvc = r.child(root, "pvc");
-    if (!root.node.IsMap() && !root.node.IsNull()) {
+    if (!root.is_map() && !root.is_null()) {
         r.problem("pvc", 1, "the document must be a mapping with a top-level 'pvc' section");
         return c;
     }
@@ -560,29 +440,29 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
         At coords = r.child(cluster, "coordinators");
         if (!coords.has_value()) {
             r.problem(coords, "required key is missing (the list of coordinator hostnames)");
-        } else if (!coords.node.IsSequence()) {
+        } else if (!coords.is_sequence()) {
             r.problem(coords, "expected a list of coordinator hostnames");
         } else {
             std::vector<std::string> connect;
-            for (std::size_t i = 0; i < coords.node.size(); ++i) {
-                YAML::Node item = coords.node[i];
-                int line = Reader::line_of(item, coords.line);
-                std::string path = fmt::format("{}[{}]", coords.path, i);
-                if (!item.IsScalar() || item.Scalar().empty()) {
+            for (std::size_t i = 0; i < coords.size(); ++i) {
+                At item = coords.item(i);
+                int line = item.line();
+                const std::string& path = item.path();
+                if (!item.is_scalar() || item.scalar().empty()) {
                     r.problem(path, line, "expected a hostname or host:port");
                     continue;
                 }
                 std::string h, port;
-                if (!split_coordinator(item.Scalar(), h, port)) {
+                if (!split_coordinator(item.scalar(), h, port)) {
                     r.problem(path, line,
-                              fmt::format("'{}' is not a hostname or host:port (port 1..65535)", item.Scalar()));
+                              fmt::format("'{}' is not a hostname or host:port (port 1..65535)", item.scalar()));
                     continue;
                 }
-                c.coordinators.push_back(item.Scalar());
+                c.coordinators.push_back(item.scalar());
                 connect.push_back(h + ":" + port);
                 if (h == host.hostname) c.daemon_mode = "coordinator";
             }
-            if (coords.node.size() == 0) r.problem(coords, "at least one coordinator is required");
+            if (coords.size() == 0) r.problem(coords, "at least one coordinator is required");
             for (std::size_t i = 0; i < connect.size(); ++i) c.zookeeper_hosts += (i ? "," : "") + connect[i];
         }
         networks = r.child(cluster, "networks");
@@ -600,7 +480,7 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
     Intervals in_system, in_fencing;
     if (have_system) read_intervals(r, r.child(system, "intervals"), in_system);
     if (have_fencing) read_intervals(r, r.child(fencing, "intervals"), in_fencing);
-    if (have_system && !in_system.at.exists && !in_fencing.at.exists) {
+    if (have_system && !in_system.at.exists() && !in_fencing.at.exists()) {
         r.problem(in_system.at, "required section is missing (pvc.system.fencing.intervals is also accepted)");
     }
     std::map<std::string, long long> intervals;
@@ -609,8 +489,8 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
         auto other = in_system.values.find(key);
         if (other != in_system.values.end() && other->second.first != v.first) {
             r.problem(v.second, fmt::format("{} here conflicts with {} = {} (line {}); set it in one place",
-                                            v.first, other->second.second.path, other->second.first,
-                                            other->second.second.line));
+                                            v.first, other->second.second.path(), other->second.first,
+                                            other->second.second.line()));
         }
         intervals[key] = v.first;
     }
@@ -672,14 +552,6 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
         }
     }
 
-    // pvc.system.hypervisor (ours, optional)
-    At hypervisor = r.child(system, "hypervisor");
-    if (r.section(hypervisor)) {
-        r.read_string(r.child(hypervisor, "libvirt_uri"), c.libvirt_uri);
-        r.read_string(r.child(hypervisor, "migration_uri"), c.migration_uri);
-        r.read_int(r.child(hypervisor, "max_parallel_migrations"), c.max_parallel_migrations, 1);
-    }
-
     // pvc.system.configuration
     At configuration = r.child(system, "configuration");
     bool have_configuration = have_system && r.section(configuration, "");
@@ -693,12 +565,8 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
                 c.dynamic_directory = *v;
             if (auto v = r.required_string(r.child(dirs, "log_directory"), " (log files, e.g. /var/log/pvc)"))
                 c.log_directory = *v;
-            At console = r.child(dirs, "console_log_directory");
-            if (c.enable_hypervisor) {
-                if (auto v = r.required_string(console, because_hypervisor)) c.console_log_directory = *v;
-            } else {
-                r.read_path(console, c.console_log_directory);
-            }
+            // Required with the hypervisor: its module says so (Module::configure).
+            r.read_path(r.child(dirs, "console_log_directory"), c.console_log_directory);
         }
 
         At logging = r.child(configuration, "logging");
@@ -711,10 +579,7 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
             r.read_bool(r.child(logging, "log_keepalives"), c.log_keepalives);
             r.read_bool(r.child(logging, "log_keepalive_cluster_details"), c.log_keepalive_cluster_details);
             r.read_bool(r.child(logging, "log_keepalive_plugin_details"), c.log_keepalive_plugin_details);
-            At console_lines = r.child(logging, "console_log_lines");
-            if (c.enable_hypervisor && !console_lines.has_value())
-                r.problem(console_lines, fmt::format("required key is missing{}", because_hypervisor));
-            r.read_int(console_lines, c.console_log_lines, 0);
+            r.read_int(r.child(logging, "console_log_lines"), c.console_log_lines, 0);
             At node_lines = r.child(logging, "node_log_lines");
             if (c.zookeeper_logging && !node_lines.has_value())
                 r.problem(node_lines, "required key is missing (required when zookeeper_logging is true)");
@@ -730,13 +595,12 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
             r.read_bool(r.child(sys_networking, "sriov_enable"), c.enable_sriov);
             At devices = r.child(sys_networking, "sriov_device");
             if (devices.has_value()) {
-                if (!devices.node.IsSequence()) {
+                if (!devices.is_sequence()) {
                     r.problem(devices, "expected a list of {phy, mtu, vfcount} entries");
                 } else {
-                    for (std::size_t i = 0; i < devices.node.size(); ++i) {
-                        At item{devices.node[i], true, fmt::format("{}[{}]", devices.path, i),
-                                Reader::line_of(devices.node[i], devices.line)};
-                        if (!item.node.IsMap()) {
+                    for (std::size_t i = 0; i < devices.size(); ++i) {
+                        At item = devices.item(i);
+                        if (!item.is_map()) {
                             r.problem(item, "expected a mapping with phy, vfcount and optional mtu");
                             continue;
                         }
@@ -761,8 +625,8 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
 
     // Networks: only validated (and only required) with networking enabled.
     if (c.enable_networking && cluster.has_value()) r.section(networks, because_networking);
-    bool networks_ok = networks.has_value() && networks.node.IsMap();
-    bool sys_ok = sys_networking.has_value() && sys_networking.node.IsMap();
+    bool networks_ok = networks.has_value() && networks.is_map();
+    bool sys_ok = sys_networking.has_value() && sys_networking.is_map();
     for (const char* role : {"cluster", "storage", "upstream"}) {
         NetworkRole& out = std::string(role) == "cluster" ? c.cluster
                            : std::string(role) == "storage" ? c.storage
@@ -781,7 +645,7 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
             if (r.section(metadata, because_networking))
                 read_database(r, r.child(metadata, "database"), true, c.metadata_database);
         }
-    } else if (coordinator.has_value() && coordinator.node.IsMap()) {
+    } else if (coordinator.has_value() && coordinator.is_map()) {
         read_database(r, r.child(r.child(coordinator, "dns"), "database"), false, c.dns_database);
         read_database(r, r.child(r.child(coordinator, "metadata"), "database"), false, c.metadata_database);
     }
@@ -791,26 +655,23 @@ Config build(const YAML::Node& doc, const HostIdentity& host, Reader& r) {
 
 }  // namespace
 
-Config parse_config(const std::string& yaml_text, const std::string& name_for_errors,
-                    const std::optional<HostIdentity>& host) {
-    YAML::Node doc;
-    try {
-        doc = YAML::Load(yaml_text);
-    } catch (const YAML::Exception& e) {
-        int line = e.mark.is_null() || e.mark.line < 0 ? 0 : e.mark.line + 1;
-        throw ConfigError(name_for_errors, {{"", line, "YAML syntax error: " + e.msg}});
-    }
+Config read_config(const ConfigNode& document, ConfigProblems& problems, const std::optional<HostIdentity>& host) {
     Reader r;
-    Config c = build(doc, host ? *host : HostIdentity::of_this_host(), r);
-    if (!r.problems.empty()) {
-        std::stable_sort(r.problems.begin(), r.problems.end(),
-                         [](const ConfigProblem& a, const ConfigProblem& b) { return a.line < b.line; });
-        throw ConfigError(name_for_errors, std::move(r.problems));
-    }
+    Config c = build(document, host ? *host : HostIdentity::of_this_host(), r);
+    for (const auto& p : r.problems.list()) problems.add(p.path, p.line, p.message);
+    c.document = document;
     return c;
 }
 
-Config load_config(const std::filesystem::path& file, const std::optional<HostIdentity>& host) {
+Config parse_config(const std::string& yaml_text, const std::string& name_for_errors,
+                    const std::optional<HostIdentity>& host) {
+    ConfigProblems problems;
+    Config c = read_config(parse_config_tree(yaml_text, name_for_errors), problems, host);
+    if (!problems.empty()) throw ConfigError(name_for_errors, problems.sorted());
+    return c;
+}
+
+std::string read_config_file(const std::filesystem::path& file) {
     std::ifstream in(file, std::ios::binary);
     if (!in) {
         int err = errno;
@@ -820,7 +681,11 @@ Config load_config(const std::filesystem::path& file, const std::optional<HostId
     std::ostringstream text;
     text << in.rdbuf();
     if (in.bad()) throw ConfigError(file.string(), {{"", 0, "cannot read the configuration file"}});
-    return parse_config(text.str(), file.string(), host);
+    return text.str();
+}
+
+Config load_config(const std::filesystem::path& file, const std::optional<HostIdentity>& host) {
+    return parse_config(read_config_file(file), file.string(), host);
 }
 
 // ---------------------------------------------------------------------------
@@ -969,6 +834,8 @@ nlohmann::json Config::flat() const {
     json j = json::object();
     for (const auto& g : flat_groups)
         if (!g.enabled || this->*g.enabled) g.add(*this, j);
+    // The loaded modules' reference keys (Module::flat_keys): present when their function is.
+    for (const auto& [key, value] : module_keys.items()) j[key] = value;
     return j;
 }
 

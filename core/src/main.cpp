@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "daemon/daemon.hpp"
+#include "daemon/module_host.hpp"
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/zk.hpp"
@@ -17,16 +18,48 @@
 
 namespace {
 
+void print_problems(const std::string& file, const std::vector<pvc::ConfigProblem>& problems) {
+    std::cerr << "pvcnoded: invalid configuration " << file << " (" << problems.size() << " problem"
+              << (problems.size() == 1 ? "" : "s") << "):\n";
+    for (const auto& p : problems) std::cerr << "  " << p.to_string(file) << "\n";
+}
+
 // Loads the configuration or prints every problem and returns nullopt.
 std::optional<pvc::Config> load(const std::filesystem::path& path) {
     try {
         return pvc::load_config(path);
     } catch (const pvc::ConfigError& e) {
-        std::cerr << "pvcnoded: invalid configuration " << e.file << " (" << e.problems.size() << " problem"
-                  << (e.problems.size() == 1 ? "" : "s") << "):\n";
-        for (const auto& p : e.problems) std::cerr << "  " << p.to_string(e.file) << "\n";
+        print_problems(e.file, e.problems);
         return std::nullopt;
     }
+}
+
+// --check-config: the core's keys and every enabled module's, all problems at
+// once. A module that is not installed here cannot check its keys: said, not fatal.
+int check_config(const std::filesystem::path& path) {
+    pvc::ConfigProblems problems;
+    std::optional<pvc::Config> cfg;
+    try {
+        cfg = pvc::read_config(pvc::parse_config_tree(pvc::read_config_file(path), path.string()), problems);
+    } catch (const pvc::ConfigError& e) {
+        print_problems(e.file, e.problems);
+        return pvc::exit_config_error;
+    }
+    pvc::Logger log(pvc::make_log_sink(nullptr), "");
+    pvc::ModuleHost modules(pvc::module_directory(*cfg), log);
+    try {
+        modules.load(*cfg);
+        modules.configure_all(*cfg, problems);
+    } catch (const pvc::ModuleLoadError& e) {
+        std::cerr << "pvcnoded: " << e.what() << "; its configuration keys were not checked\n";
+    }
+    if (!problems.empty()) {
+        print_problems(path.string(), problems.sorted());
+        return pvc::exit_config_error;
+    }
+    std::cout << "pvcnoded: configuration " << path.string() << " is valid (node " << cfg->node << ", "
+              << cfg->daemon_mode << ")\n";
+    return 0;
 }
 
 }  // namespace
@@ -42,13 +75,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", std::string(PVC_VERSION));
     CLI11_PARSE(app, argc, argv);
 
-    if (check) {
-        auto cfg = load(*check);
-        if (!cfg) return pvc::exit_config_error;
-        std::cout << "pvcnoded: configuration " << *check << " is valid (node " << cfg->node << ", "
-                  << cfg->daemon_mode << ")\n";
-        return 0;
-    }
+    if (check) return check_config(*check);
 
     auto path = pvc::config_path(config);
     auto cfg = load(path);

@@ -269,15 +269,12 @@ TEST(ConfigRequired, CoordinatorsMissingOrEmpty) {
     expect_problem(problems_of(text), "pvc.cluster.coordinators", line_of(text, "coordinators"), "at least one");
 }
 
-TEST(ConfigRequired, DirectoriesRequiredAndConsoleWithHypervisor) {
+// The console keys the hypervisor requires are its module's check (hypervisor settings_test).
+TEST(ConfigRequired, DirectoriesRequired) {
     std::string text = replace(minimal, "        log_directory: /var/log/pvc\n", "");
     text = replace(text, "enable_hypervisor: false", "enable_hypervisor: true");
     auto problems = problems_of(text);
     EXPECT_NE(find_problem(problems, "pvc.system.configuration.directories.log_directory"), nullptr)
-        << dump(problems);
-    EXPECT_NE(find_problem(problems, "pvc.system.configuration.directories.console_log_directory"), nullptr)
-        << dump(problems);
-    EXPECT_NE(find_problem(problems, "pvc.system.configuration.logging.console_log_lines"), nullptr)
         << dump(problems);
 }
 
@@ -346,7 +343,6 @@ TEST(ConfigTypes, MapWhereStringWanted) {
 TEST(ConfigTypes, RangeChecks) {
     std::string text = replace(sample_text(), "keepalive_interval: 5", "keepalive_interval: 0");
     text = replace(text, "fence_intervals: 6", "fence_intervals: -1");
-    text = replace(text, "max_parallel_migrations: 1", "max_parallel_migrations: 0");
     text = replace(text, "port: 5432\n        # name: Database name\n        name: pvcdns",
                    "port: 99999\n        # name: Database name\n        name: pvcdns");
     auto problems = problems_of(text);
@@ -354,8 +350,6 @@ TEST(ConfigTypes, RangeChecks) {
                    "at least 1");
     expect_problem(problems, "pvc.system.fencing.intervals.fence_intervals", line_of(text, "fence_intervals: -1"),
                    "at least 1");
-    expect_problem(problems, "pvc.system.hypervisor.max_parallel_migrations",
-                   line_of(text, "max_parallel_migrations: 0"), "at least 1");
     expect_problem(problems, "pvc.coordinator.dns.database.port", line_of(text, "port: 99999"), "between 1 and 65535");
 }
 
@@ -519,9 +513,6 @@ TEST(ConfigDefaults, MinimalConfig) {
     EXPECT_EQ(c.ipmi_password, "null");
     EXPECT_EQ(c.suicide_command, "systemctl reboot --force --force");
     EXPECT_EQ(c.migration_target_selector, "mem");
-    EXPECT_EQ(c.libvirt_uri, "qemu:///system");
-    EXPECT_EQ(c.migration_uri, "qemu+tcp://{node}.{cluster_domain}/system");
-    EXPECT_EQ(c.max_parallel_migrations, 1);
     EXPECT_EQ(c.plugin_directory, "/usr/share/pvc/plugins");
     EXPECT_TRUE(c.module_directory.empty());
     EXPECT_FALSE(c.file_logging);
@@ -531,16 +522,13 @@ TEST(ConfigDefaults, MinimalConfig) {
     EXPECT_EQ(pvc::parse_config(minimal, "t", host("pvchv2")).ipmi_hostname, "pvchv2-lom");
 }
 
-TEST(ConfigOurs, SuicideCommandAndHypervisorBlockAndModuleDirectory) {
+// The hypervisor block is its module's (hypervisor settings_test).
+TEST(ConfigOurs, SuicideCommandAndModuleDirectory) {
     std::string text = replace(minimal, "      ipmi: {}", "      ipmi: {}\n      suicide_command: \"/bin/true\"");
-    text = replace(text, "    migration: {}", "    migration: {}\n    hypervisor:\n      libvirt_uri: \"test:///default\"\n"
-                                            "      max_parallel_migrations: 3");
     text = replace(text, "        log_directory: /var/log/pvc",
                    "        log_directory: /var/log/pvc\n        module_directory: /opt/mods");
     auto c = pvc::parse_config(text, "t", host());
     EXPECT_EQ(c.suicide_command, "/bin/true");
-    EXPECT_EQ(c.libvirt_uri, "test:///default");
-    EXPECT_EQ(c.max_parallel_migrations, 3);
     EXPECT_EQ(c.module_directory, "/opt/mods");
 }
 

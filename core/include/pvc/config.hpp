@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pvc/config_tree.hpp"
+
 namespace pvc {
 
 // Exit status for a configuration error (EX_CONFIG).
@@ -98,11 +100,6 @@ struct Config {
     // pvc.system.migration
     std::string migration_target_selector = "mem";
 
-    // pvc.system.hypervisor (ours)
-    std::string libvirt_uri = "qemu:///system";
-    std::string migration_uri = "qemu+tcp://{node}.{cluster_domain}/system";
-    int max_parallel_migrations = 1;
-
     // pvc.system.configuration.directories
     std::filesystem::path plugin_directory = "/usr/share/pvc/plugins";
     std::filesystem::path module_directory;  // default: the installed module dir
@@ -137,16 +134,14 @@ struct Config {
 
     std::string pvcnoded_version;
 
+    // The whole document, for modules to read their own keys (Module::configure).
+    ConfigNode document;
+    // Keys the loaded modules add to the flat dictionary (Module::flat_keys).
+    nlohmann::json module_keys = nlohmann::json::object();
+
     // The flat configuration dictionary legacy Python plugins see
     // (health-plugins.md §2), with the reference's key names.
     nlohmann::json flat() const;
-};
-
-struct ConfigProblem {
-    std::string path;     // YAML path, "pvc.cluster.coordinators"
-    int line = 0;         // 1-based, 0 if unknown
-    std::string message;
-    std::string to_string(const std::string& file) const;  // "file:12: pvc.node: message"
 };
 
 class ConfigError : public std::runtime_error {
@@ -156,7 +151,15 @@ public:
     const std::vector<ConfigProblem> problems;
 };
 
-// Loads and validates; throws ConfigError with every problem found.
+// The document as a tree; throws ConfigError on a YAML syntax error only.
+ConfigNode parse_config_tree(const std::string& yaml_text, const std::string& name_for_errors);
+// The file's text; throws ConfigError if it cannot be read.
+std::string read_config_file(const std::filesystem::path& file);
+// Reads the core's keys from the tree; every problem goes to `problems`, nothing is thrown.
+Config read_config(const ConfigNode& document, ConfigProblems& problems,
+                   const std::optional<HostIdentity>& host = std::nullopt);
+
+// Loads and validates the core's keys; throws ConfigError with every problem found.
 // `host` overrides the host identity (tests).
 Config load_config(const std::filesystem::path& file, const std::optional<HostIdentity>& host = std::nullopt);
 Config parse_config(const std::string& yaml_text, const std::string& name_for_errors,

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -155,19 +156,28 @@ private:
     std::vector<Slot> slots_;
 };
 
-// Figures a module adds to the keepalive (node-lifecycle.md §5.2, hypervisor.md §14.2).
-// Each contributor sets only what it owns; the core writes everything in one transaction.
+// A module's part of one keepalive (node-lifecycle.md §5). Filled from cached
+// state by Module::contribute on the keepalive's thread: it must not block.
+// The core writes everything in its one transaction and logs one line.
 struct KeepaliveReport {
-    bool has_vm_figures = false;             // set by the hypervisor module
-    int domains_count = 0;                   // domainscount
-    long memalloc_mib = 0;
-    long memprov_mib = 0;
-    int vcpualloc = 0;
-    std::vector<std::string> running_domains;
-    int own_osds = -1;                       // storage: for the log line (-1 = unknown)
-    // Extra keys to write in the same transaction (path, value).
-    std::vector<zk::KeyValue> extra_writes;
+    std::string router_state;                // read-only: this node's router state at the tick
+
+    // Keys written in the keepalive transaction (paths from schema::path).
+    std::vector<zk::KeyValue> writes;
+    // Values of the keepalive log line's module fields (keepalive_log_fields).
+    std::map<std::string, std::string, std::less<>> log_fields;
+
+    void write(std::string path, std::string value) { writes.emplace_back(std::move(path), std::move(value)); }
+    void log_field(std::string label, std::string value) { log_fields[std::move(label)] = std::move(value); }
 };
+
+// The module fields of the reference's keepalive detail line, in its order,
+// with the text shown when no loaded module fills them (node-lifecycle.md §5.7).
+struct KeepaliveLogField {
+    std::string_view label;
+    std::string_view unset;
+};
+inline constexpr KeepaliveLogField keepalive_log_fields[] = {{"VMs", "0"}, {"OSDs", "0"}};
 
 struct CoreEvents {
     Signal<std::string> daemon_state;        // own daemonstate as written by the core
@@ -188,10 +198,22 @@ class Module {
 public:
     virtual ~Module() = default;
     virtual std::string_view name() const = 0;
+    // Reads and validates this module's own keys from the document (the core's
+    // Config gives what the core reads: node name, intervals, directories),
+    // reporting every problem into the shared list; never throws for bad
+    // config. Called before start(), and by `pvcnoded --check-config`.
+    virtual void configure(const Config&, ConfigProblems&) {}
+    // This module's keys in the flat dictionary legacy plugins see, as read by
+    // configure().
+    virtual void flat_keys(nlohmann::json&) const {}
     // Called once after registration, on the core's thread; set up watches here.
     virtual void start(NodeContext& ctx) = 0;
     // Orderly stop; must not touch running VMs. Called once.
     virtual void stop() = 0;
+    // Values this module gives its node keys when a new node is registered
+    // (called before start()). Keys nobody gives get the schema's
+    // register_default; every node key is created whatever the functions.
+    virtual void registration(std::vector<zk::KeyValue>&) const {}
     // Fill this module's part of the keepalive from cached state. Must not block.
     virtual void contribute(KeepaliveReport&) {}
 };

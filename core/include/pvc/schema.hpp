@@ -28,6 +28,9 @@ struct Key {
     Class cls;
     std::string_view tmpl;      // "/nodes/{}/keepalive"
     std::string_view apply_default;  // data written when validate/apply creates it
+    // Node keys: data a new node's registration writes when neither the core
+    // nor a module gives a value (node-lifecycle.md §3).
+    std::string_view register_default = {};
 };
 
 // Full path of `key`; throws std::invalid_argument for an unknown key or a

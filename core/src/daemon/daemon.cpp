@@ -3,6 +3,7 @@
 #include <csignal>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -190,39 +191,34 @@ void Daemon::register_node() {
 
     bool exists = zk_->exists(root);
     if (!exists) {
-        zk::Transaction tx(*zk_);
-        const std::vector<std::pair<const char*, std::string>> initial = {
-            {"node.name", cfg_.daemon_mode},
-            {"node.keepalive", std::to_string(unix_now())},
-            {"node.mode", cfg_.daemon_mode},
-            {"node.data.active_schema", version},
-            {"node.data.latest_schema", version},
-            {"node.data.static", staticdata},
-            {"node.data.pvc_version", cfg_.pvcnoded_version},
-            {"node.ipmi.hostname", cfg_.ipmi_hostname},
-            {"node.ipmi.username", cfg_.ipmi_username},
-            {"node.ipmi.password", cfg_.ipmi_password},
-            {"node.state.daemon", "init"},
-            {"node.state.router", router},
-            {"node.state.domain", "flushed"},
-            {"node.cpu.load", "0.0"},
-            {"node.vcpu.allocated", "0"},
-            {"node.memory.total", "0"},
-            {"node.memory.used", "0"},
-            {"node.memory.free", "0"},
-            {"node.memory.allocated", "0"},
-            {"node.memory.provisioned", "0"},
-            {"node.running_domains", ""},
-            {"node.count.provisioned_domains", "0"},
-            {"node.count.networks", "0"},
-            {"node.sriov", ""},
-            {"node.sriov.pf", ""},
-            {"node.sriov.vf", ""},
-            {"node.monitoring.plugins", ""},
-            {"node.monitoring.data", ""},
-            {"node.monitoring.health", ""},
+        // Every node key of the schema, whatever the functions (as the
+        // reference): the core's own values, then the modules', then the
+        // schema's registration defaults.
+        std::map<std::string, std::string> values = {
+            {node_path("node.name"), cfg_.daemon_mode},
+            {node_path("node.keepalive"), std::to_string(unix_now())},
+            {node_path("node.mode"), cfg_.daemon_mode},
+            {node_path("node.data.active_schema"), version},
+            {node_path("node.data.latest_schema"), version},
+            {node_path("node.data.static"), staticdata},
+            {node_path("node.data.pvc_version"), cfg_.pvcnoded_version},
+            {node_path("node.ipmi.hostname"), cfg_.ipmi_hostname},
+            {node_path("node.ipmi.username"), cfg_.ipmi_username},
+            {node_path("node.ipmi.password"), cfg_.ipmi_password},
+            {node_path("node.state.daemon"), "init"},
+            {node_path("node.state.router"), router},
         };
-        for (const auto& [key, value] : initial) tx.create(node_path(key), value);
+        for (Module* m : modules_->modules()) {
+            std::vector<zk::KeyValue> given;
+            m->registration(given);
+            for (auto& [path, value] : given) values.emplace(std::move(path), std::move(value));
+        }
+        zk::Transaction tx(*zk_);
+        for (const auto& key : schema::keys_of(schema::Class::node)) {
+            auto path = schema::path(key.name, {cfg_.host.hostname});
+            auto it = values.find(path);
+            tx.create(path, it != values.end() ? it->second : std::string(key.register_default));
+        }
         zk::Status st = tx.commit();
         if (st == zk::Status::ok) {
             log_.ok("Registered new node {} ({})", h.hostname, cfg_.daemon_mode);
@@ -473,6 +469,14 @@ void Daemon::start() {
     } catch (const ModuleLoadError& e) {
         throw Startup(e.what(), exit_failure);
     }
+    ConfigProblems problems;
+    cfg_.module_keys = modules_->configure_all(cfg_, problems);
+    if (!problems.empty()) {
+        for (const auto& p : problems.sorted()) log_.error("{}", p.to_string("configuration"));
+        throw Startup(fmt::format("invalid configuration ({} module problem{})", problems.size(),
+                                  problems.size() == 1 ? "" : "s"),
+                      exit_config_error);
+    }
     log_.info("Node is a {}", cfg_.daemon_mode);
     connect_zookeeper();
     attach_zookeeper(sink_, zk_, cfg_.node);
@@ -563,11 +567,6 @@ void Daemon::keepalive_tick(bool final_tick) {
             if (sel.value_or("") != cfg_.migration_target_selector)
                 tx.set(schema::path("base.config.migration_target_selector"), cfg_.migration_target_selector);
         }
-        if (cfg_.enable_networking && cfg_.upstream.floating_ip) {
-            auto up = zk_->get(schema::path("base.config.upstream_ip"));
-            if (up.value_or("") != *cfg_.upstream.floating_ip)
-                tx.set(schema::path("base.config.upstream_ip"), *cfg_.upstream.floating_ip);
-        }
         if (primary != me) tx.set(schema::path("base.config.primary_node"), me);
     }
     // Daemon state (§5.2 step 3): init/dead/fenced become run.
@@ -578,6 +577,7 @@ void Daemon::keepalive_tick(bool final_tick) {
     }
 
     KeepaliveReport report;
+    report.router_state = router;
     for (Module* m : modules_->modules()) {
         try {
             m->contribute(report);
@@ -590,14 +590,7 @@ void Daemon::keepalive_tick(bool final_tick) {
     tx.set(node_path("node.memory.used"), std::to_string(host.memused_mib));
     tx.set(node_path("node.memory.free"), std::to_string(host.memfree_mib));
     tx.set(node_path("node.cpu.load"), zk::py_float(host.cpuload));
-    if (report.has_vm_figures || !cfg_.enable_hypervisor) {
-        tx.set(node_path("node.memory.allocated"), std::to_string(report.memalloc_mib));
-        tx.set(node_path("node.memory.provisioned"), std::to_string(report.memprov_mib));
-        tx.set(node_path("node.vcpu.allocated"), std::to_string(report.vcpualloc));
-        tx.set(node_path("node.count.provisioned_domains"), std::to_string(report.domains_count));
-        tx.set(node_path("node.running_domains"), join(report.running_domains, " "));
-    }
-    for (auto& [path, value] : report.extra_writes) tx.set(path, value);
+    for (auto& [path, value] : report.writes) tx.set(path, value);
     tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
 
     zk::Status st = zk::Status::other;
@@ -644,10 +637,14 @@ void Daemon::keepalive_tick(bool final_tick) {
                 const char* hcol = !h ? ansi::blue : *h > 90 ? ansi::green : *h > 50 ? ansi::yellow : ansi::red;
                 health = std::string(hcol) + health + ansi::end;
             }
-            std::string osds = report.own_osds < 0 ? (cfg_.enable_storage ? "?" : "0") : std::to_string(report.own_osds);
-            log_.tick("  Maintenance: {}  Health: {}  VMs: {}  OSDs: {}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
-                      maintenance ? "True" : "False", health, report.domains_count, osds, zk::py_float(host.cpuload),
-                      host.memused_mib, host.memfree_mib);
+            std::string fields;
+            for (const auto& f : keepalive_log_fields) {
+                auto it = report.log_fields.find(f.label);
+                fields += fmt::format("  {}: {}", f.label, it == report.log_fields.end() ? f.unset : it->second);
+            }
+            log_.tick("  Maintenance: {}  Health: {}{}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
+                      maintenance ? "True" : "False", health, fields, zk::py_float(host.cpuload), host.memused_mib,
+                      host.memfree_mib);
         }
     }
     events_.keepalive_tick.emit();

@@ -2,6 +2,7 @@
 
 #include <boost/dll/import.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <fmt/format.h>
 
 namespace pvc {
 
@@ -69,6 +70,19 @@ std::vector<Module*> ModuleHost::modules() const {
     std::vector<Module*> out;
     for (const auto& l : loaded_) out.push_back(l.module.get());
     return out;
+}
+
+nlohmann::json ModuleHost::configure_all(const Config& cfg, ConfigProblems& problems) {
+    nlohmann::json keys = nlohmann::json::object();
+    for (auto& l : loaded_) {
+        try {
+            l.module->configure(cfg, problems);
+            l.module->flat_keys(keys);
+        } catch (const std::exception& e) {
+            problems.add("", 0, fmt::format("module {} failed to read its configuration: {}", l.module->name(), e.what()));
+        }
+    }
+    return keys;
 }
 
 void ModuleHost::start_all(const Config& cfg, const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> zk,

@@ -51,6 +51,9 @@ public:
     Module& load_file(const std::filesystem::path& file);
 
     std::vector<Module*> modules() const;
+    // Each loaded module reads its keys (Module::configure) into `problems`;
+    // returns the keys they add to the flat dictionary.
+    nlohmann::json configure_all(const Config& cfg, ConfigProblems& problems);
     // Starts the loaded modules in order. A module whose start() throws is
     // logged by name and ModuleStartError is thrown; modules started before
     // it stay started (stop_all() stops them), it is never stop()ped.

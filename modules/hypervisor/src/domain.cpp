@@ -492,7 +492,7 @@ void Domain::send(const Snapshot& s, bool live_required) {
 
     bool migrated = false;
     if (s.method != "shutdown") {
-        const auto dest = destination_uri(sh_.config, target);
+        const auto dest = destination_uri(sh_.settings, sh_.config, target);
         sh_.migrations.acquire();
         for (int attempt = 1; attempt <= 3 && !sh_.stopper.stopping(); attempt++) {
             auto dom = sh_.lv.lookup(uuid_);

@@ -17,17 +17,25 @@ namespace pvc::hv {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+Settings read_settings(const Config& config) {
+    ConfigProblems ignored;  // Module::configure reported them before start
+    return Settings::read(config, ignored);
+}
+}  // namespace
+
 Hypervisor::Hypervisor(NodeContext& ctx) : Hypervisor(ctx, Options{}) {}
 
 Hypervisor::Hypervisor(NodeContext& ctx, Options options)
-    : ctx_(ctx), log_(ctx.logger), rbd_(std::move(options.rbd_locks)), procedures_(options.procedure_threads),
-      migrations_(ctx.config.max_parallel_migrations), strand_(ctx.executor.make_strand()) {
+    : ctx_(ctx), log_(ctx.logger), settings_(options.settings ? *options.settings : read_settings(ctx.config)),
+      rbd_(std::move(options.rbd_locks)), procedures_(options.procedure_threads),
+      migrations_(settings_.max_parallel_migrations), strand_(ctx.executor.make_strand()) {
     if (!rbd_) rbd_ = std::make_unique<NoRbdLocks>(log_);
-    lv_ = std::make_unique<Connection>(ctx.config.libvirt_uri, log_, [this](const std::string& uuid, int event, int) {
+    lv_ = std::make_unique<Connection>(settings_.libvirt_uri, log_, [this](const std::string& uuid, int event, int) {
         on_libvirt_event(uuid, event);
     });
-    shared_.reset(new Shared{ctx.config, log_, ctx.zk, ctx.executor, ctx.config.node, *lv_, *rbd_, stopper_,
-                             procedures_, migrations_, running_, {}});
+    shared_.reset(new Shared{ctx.config, settings_, log_, ctx.zk, ctx.executor, ctx.config.node, *lv_, *rbd_,
+                             stopper_, procedures_, migrations_, running_, {}});
 }
 
 Hypervisor::~Hypervisor() {
@@ -233,7 +241,7 @@ std::optional<Read> Hypervisor::read_for(Job& job, const std::string& path) {
 bool Hypervisor::flush(Job& job) {
     const auto& me = shared_->me;
     log_.info("Flushing node {}", me);
-    const size_t bound = std::max(1, ctx_.config.max_parallel_migrations);
+    const size_t bound = std::max(1, settings_.max_parallel_migrations);
     std::vector<std::pair<std::string, Clock::time_point>> inflight;
     for (const auto& uuid : running_.snapshot()) {
         if (cancelled(job)) return false;
@@ -280,7 +288,7 @@ bool Hypervisor::flush(Job& job) {
 bool Hypervisor::unflush(Job& job) {
     const auto& me = shared_->me;
     log_.info("Readying node {}", me);
-    const size_t bound = std::max(1, ctx_.config.max_parallel_migrations);
+    const size_t bound = std::max(1, settings_.max_parallel_migrations);
     std::vector<std::string> order;
     {
         std::lock_guard g(table_m_);
@@ -320,13 +328,15 @@ bool Hypervisor::unflush(Job& job) {
 
 void Hypervisor::contribute(KeepaliveReport& report) {
     std::lock_guard g(figures_m_);
+    // Until the first collection the keys keep what they hold.
     if (!have_figures_) return;
-    report.has_vm_figures = true;
-    report.domains_count = domains_count_;
-    report.memalloc_mib = memalloc_;
-    report.memprov_mib = memprov_;
-    report.vcpualloc = vcpualloc_;
-    report.running_domains = running_.snapshot();
+    auto key = [&](std::string_view k) { return schema::path(k, {shared_->me}); };
+    report.write(key("node.memory.allocated"), std::to_string(memalloc_));
+    report.write(key("node.memory.provisioned"), std::to_string(memprov_));
+    report.write(key("node.vcpu.allocated"), std::to_string(vcpualloc_));
+    report.write(key("node.count.provisioned_domains"), std::to_string(domains_count_));
+    report.write(key("node.running_domains"), running_.text());
+    report.log_field("VMs", std::to_string(domains_count_));
 }
 
 void Hypervisor::on_keepalive_tick() {

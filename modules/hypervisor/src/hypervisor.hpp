@@ -20,6 +20,7 @@ class Hypervisor {
 public:
     struct Options {
         std::unique_ptr<RbdLocks> rbd_locks;   // default: NoRbdLocks
+        std::optional<Settings> settings;      // default: read from ctx.config (already validated)
         unsigned procedure_threads = 16;
     };
 
@@ -76,6 +77,7 @@ private:
 
     NodeContext& ctx_;
     Logger log_;
+    Settings settings_;
     Stopper stopper_;
     std::unique_ptr<RbdLocks> rbd_;
     std::unique_ptr<Connection> lv_;

@@ -11,8 +11,8 @@ void replace_all(std::string& s, const std::string& what, const std::string& wit
 }
 }  // namespace
 
-std::string destination_uri(const Config& config, const std::string& target_node) {
-    std::string uri = config.migration_uri;
+std::string destination_uri(const Settings& settings, const Config& config, const std::string& target_node) {
+    std::string uri = settings.migration_uri;
     replace_all(uri, "{node}", target_node);
     replace_all(uri, "{cluster_domain}", config.cluster.domain.value_or(""));
     return uri;

@@ -1,13 +1,19 @@
 // The hypervisor module: pvc::Module over hv::Hypervisor.
 #include "hypervisor.hpp"
+#include "settings.hpp"
 
 namespace pvc::hv {
 
 class HypervisorModule final : public Module {
 public:
     std::string_view name() const override { return "hypervisor"; }
+    void configure(const Config& config, ConfigProblems& problems) override {
+        settings_ = Settings::read(config, problems);
+    }
     void start(NodeContext& ctx) override {
-        hv_ = std::make_unique<Hypervisor>(ctx);
+        Hypervisor::Options options;
+        options.settings = settings_;
+        hv_ = std::make_unique<Hypervisor>(ctx, std::move(options));
         hv_->start();
     }
     void stop() override {
@@ -18,6 +24,7 @@ public:
     }
 
 private:
+    Settings settings_;
     std::unique_ptr<Hypervisor> hv_;
 };
 

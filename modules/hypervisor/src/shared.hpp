@@ -16,6 +16,7 @@
 #include "libvirt.hpp"
 #include "pvc/module.hpp"
 #include "rbd_locks.hpp"
+#include "settings.hpp"
 
 namespace pvc::hv {
 
@@ -103,6 +104,7 @@ private:
 
 struct Shared {
     const Config& config;
+    const Settings& settings;
     Logger log;
     std::shared_ptr<zk::Session> zk;
     Executor& ex;

@@ -28,7 +28,7 @@ TEST(ConsoleTail, NormalisesLineBreaksAndReplacesBadBytes) {
 TEST(Migration, UrisFromTheTemplate) {
     Config c;
     c.cluster.domain = "pvc.local";
-    EXPECT_EQ(destination_uri(c, "hv2"), "qemu+tcp://hv2.pvc.local/system");
+    EXPECT_EQ(destination_uri(Settings{}, c, "hv2"), "qemu+tcp://hv2.pvc.local/system");
     EXPECT_EQ(migration_data_uri("qemu+tcp://hv2.pvc.local/system"), "tcp://hv2.pvc.local");
     EXPECT_EQ(migration_data_uri("qemu+tcp://root@10.99.0.2:16509/system"), "tcp://10.99.0.2");
 }

@@ -181,12 +181,18 @@ TEST_F(OneNode, KeepaliveFiguresUseTheIntendedAccounting) {
     n1->hv->collect();
     KeepaliveReport r;
     n1->hv->contribute(r);
-    EXPECT_TRUE(r.has_vm_figures);
-    EXPECT_EQ(r.domains_count, 2);
-    EXPECT_EQ(r.memalloc_mib, 128 + 256);
-    EXPECT_EQ(r.memprov_mib, 128 + 256 + 512);
-    EXPECT_EQ(r.vcpualloc, 4);
-    EXPECT_EQ(r.running_domains.size(), 2u);
+    std::map<std::string, std::string> w(r.writes.begin(), r.writes.end());
+    auto key = [](std::string_view k) { return schema::path(k, {"hv1"}); };
+    EXPECT_EQ(w.size(), 5u);
+    EXPECT_EQ(w[key("node.count.provisioned_domains")], "2");
+    EXPECT_EQ(w[key("node.memory.allocated")], std::to_string(128 + 256));
+    EXPECT_EQ(w[key("node.memory.provisioned")], std::to_string(128 + 256 + 512));
+    EXPECT_EQ(w[key("node.vcpu.allocated")], "4");
+    auto running_list = w[key("node.running_domains")];
+    EXPECT_EQ(std::count(running_list.begin(), running_list.end(), ' '), 1) << running_list;
+    EXPECT_NE(running_list.find(a), std::string::npos);
+    EXPECT_NE(running_list.find(b), std::string::npos);
+    EXPECT_EQ(r.log_fields["VMs"], "2");
     // Stats JSON for running VMs.
     auto stats = nlohmann::json::parse(get("domain.stats", a));
     EXPECT_EQ(stats["state"], "RUNNING");
