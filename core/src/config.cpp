@@ -519,16 +519,15 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
             r.read_string(r.child(ipmi, "pass"), c.ipmi_password);
             r.read_int(r.child(ipmi, "timeout"), c.ipmi_timeout, 1, 600);
             At args = r.child(ipmi, "ipmitool_args");
-            if (args.has_value() && !args.node.IsSequence()) {
+            if (args.has_value() && !args.is_sequence()) {
                 r.problem(args, "expected a list of ipmitool arguments, e.g. [\"-C\", \"3\"]");
             } else if (args.has_value()) {
-                for (std::size_t i = 0; i < args.node.size(); ++i) {
-                    YAML::Node item = args.node[i];
-                    if (!item.IsScalar() || item.Scalar().empty())
-                        r.problem(fmt::format("{}[{}]", args.path, i), Reader::line_of(item, args.line),
-                                  "expected a non-empty string");
+                for (std::size_t i = 0; i < args.size(); ++i) {
+                    At item = args.item(i);
+                    if (!item.is_scalar() || item.scalar().empty())
+                        r.problem(item, "expected a non-empty string");
                     else
-                        c.ipmitool_args.push_back(item.Scalar());
+                        c.ipmitool_args.push_back(item.scalar());
                 }
             }
         }
