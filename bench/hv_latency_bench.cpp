@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
     auto guard = boost::asio::make_work_guard(executor.io());
     std::vector<std::thread> io_threads;
     for (int i = 0; i < 2; ++i) io_threads.emplace_back([&] { executor.io().run(); });
-    pvc::NodeContext ctx{cfg, pvc::Logger(sink, "hypervisor"), zk, executor, events};
+    pvc::ServiceRegistry services;
+    pvc::NodeContext ctx{cfg, pvc::Logger(sink, "hypervisor"), zk, executor, events, services};
 
     boost::dll::shared_library lib(module_file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     if (lib.get<const int>("pvc_module_abi") != pvc::module_abi) {

@@ -86,7 +86,8 @@ TEST(ModuleHost, StartedModuleGetsAWorkingContext) {
     ASSERT_EQ(host.modules().size(), 2u);
     pvc::Executor ex(1);
     pvc::CoreEvents events;
-    host.start_all(cfg, pvc::make_log_sink(nullptr), zk, ex, events);
+    pvc::ServiceRegistry services;
+    host.start_all(cfg, pvc::make_log_sink(nullptr), zk, ex, events, services);
     EXPECT_EQ(zk->get(pvc::schema::path("node.count.networks", {"hv1"})).value_or(""), "42");
     host.stop_all();
     ex.stop_pool();

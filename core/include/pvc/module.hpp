@@ -4,12 +4,31 @@
 //   pvc_module_abi     — int, must equal pvc::module_abi exactly
 //   pvc_module_create  — std::unique_ptr<pvc::Module>()
 // Use PVC_MODULE(ClassName) at namespace scope in one source of the module.
+//
+// The threading contract (DESIGN.md "Threads"):
+// - configure(), registration(), start() and stop() are called once each, in
+//   that order, on the core's start-up/shutdown thread.
+// - Core events (CoreEvents) are delivered on one core strand, never on the
+//   emitting thread (keepalive, ZooKeeper's event thread, pool threads);
+//   slots must not block. A slot's exception is logged and counted.
+// - A subscription ends when its Subscription object goes: afterwards its
+//   slot is never called (a call in progress is waited for).
+// - transition() runs on the core strand; the core publishes `primary` /
+//   `secondary` only after every module called `done` or transition_deadline
+//   passed.
+// - contribute() runs on the keepalive thread and must not block.
+// - Blocking work goes to Executor::blocking (short) or a ModulePool (long
+//   procedures, with a stop token); every posted task's exception is caught,
+//   logged and counted by the Executor (failed_tasks()).
+// - Services between modules: NodeContext::services (provide<T>/get<T>).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stop_token>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,15 +42,15 @@
 #include <boost/dll/alias.hpp>
 
 #include "pvc/config.hpp"
+#include "pvc/events.hpp"
 #include "pvc/log.hpp"
+#include "pvc/service_registry.hpp"
 #include "pvc/zk.hpp"
 
 namespace pvc {
 
 // Bumped whenever anything in core/include/pvc changes incompatibly.
 inline constexpr int module_abi = 2;
-
-using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
 
 // One io_context (the daemon's event loop) plus a bounded pool for blocking
 // work (libvirt lifecycle calls, process spawns). Blocking work never runs
@@ -45,6 +64,8 @@ using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
 // counted (failed_tasks()). Code that must finish an interrupted action
 // retries it itself; the Executor only keeps the process alive.
 class Executor {
+    friend class ModulePool;
+
 public:
     explicit Executor(unsigned blocking_threads = 4) : pool_(blocking_threads) {}
     boost::asio::io_context& io() { return io_; }
@@ -132,30 +153,6 @@ private:
     std::atomic<uint64_t> failed_{0};
 };
 
-// A typed event the core publishes; subscribers are called on the thread that
-// emits (the core's strand) and must not block.
-template <class... Args>
-class Signal {
-public:
-    using Slot = std::function<void(Args...)>;
-    void subscribe(Slot s) {
-        std::lock_guard g(m_);
-        slots_.push_back(std::move(s));
-    }
-    void emit(Args... args) const {
-        std::vector<Slot> copy;
-        {
-            std::lock_guard g(m_);
-            copy = slots_;
-        }
-        for (auto& s : copy) s(args...);
-    }
-
-private:
-    mutable std::mutex m_;
-    std::vector<Slot> slots_;
-};
-
 // A module's part of one keepalive (node-lifecycle.md §5). Filled from cached
 // state by Module::contribute on the keepalive's thread: it must not block.
 // The core writes everything in its one transaction and logs one line.
@@ -179,19 +176,60 @@ struct KeepaliveLogField {
 };
 inline constexpr KeepaliveLogField keepalive_log_fields[] = {{"VMs", "0"}, {"OSDs", "0"}};
 
-struct CoreEvents {
-    Signal<std::string> daemon_state;        // own daemonstate as written by the core
-    Signal<std::string> router_state;        // own routerstate as seen in ZooKeeper
-    Signal<> keepalive_tick;                 // after each keepalive write
-    Signal<> session_recovered;              // ZooKeeper session expired and was re-established
+
+// A module's own named pool for long procedures (hypervisor.md §7: they wait
+// for the spec's timings). Each task gets the pool's stop token; stop()
+// requests stop and joins. Exceptions are caught, logged (with the pool's
+// name) and counted by the Executor.
+class ModulePool {
+public:
+    ModulePool(Executor& ex, std::string name, unsigned threads) : ex_(ex), name_(std::move(name)), pool_(threads) {}
+    ~ModulePool() { stop(); }
+    ModulePool(const ModulePool&) = delete;
+    ModulePool& operator=(const ModulePool&) = delete;
+
+    // Runs fn(std::stop_token) on the pool.
+    template <class Fn>
+    void post(std::string what, Fn fn) {
+        boost::asio::post(pool_, [this, what = name_ + ": " + what, fn = std::move(fn),
+                                  token = stop_.get_token()]() mutable { ex_.guarded(what, [&] { fn(token); }); });
+    }
+    std::stop_token stop_token() const { return stop_.get_token(); }
+    bool stopping() const { return stop_.stop_requested(); }
+    // Requests stop and waits for the running tasks; queued ones still run
+    // (and see the stop requested).
+    void stop() {
+        stop_.request_stop();
+        pool_.join();
+    }
+    const std::string& name() const { return name_; }
+
+private:
+    Executor& ex_;
+    std::string name_;
+    std::stop_source stop_;
+    boost::asio::thread_pool pool_;
 };
+
+// Delivers every core event on `core` through the executor (guarded tasks).
+inline void deliver_core_events(CoreEvents& events, Executor& ex, const Strand& core) {
+    events.deliver_with([&ex, core](std::function<void()> call) {
+        ex.post(core, "a core event subscriber", std::move(call));
+    });
+}
+
+// The node's primary/secondary transitions (node-lifecycle.md §7).
+enum class Transition { takeover, relinquish };
+// How long the core waits for the modules' part of a transition.
+inline constexpr std::chrono::seconds transition_deadline{30};
 
 struct NodeContext {
     const Config& config;
     Logger logger;                           // prefix = module name
     std::shared_ptr<zk::Session> zk;
     Executor& executor;
-    CoreEvents& events;
+    CoreEvents& events;                      // delivered on the core strand; hold the Subscriptions
+    ServiceRegistry& services;               // between modules: provide<T>() / get<T>()
 };
 
 class Module {
@@ -216,6 +254,10 @@ public:
     virtual void registration(std::vector<zk::KeyValue>&) const {}
     // Fill this module's part of the keepalive from cached state. Must not block.
     virtual void contribute(KeepaliveReport&) {}
+    // This module's part of a takeover (e.g. floating addresses up) or
+    // relinquish, on the core strand. Call `done` once, from any thread, when
+    // finished; a late call is harmless.
+    virtual void transition(Transition, std::function<void()> done) { done(); }
 };
 
 using ModuleFactory = std::unique_ptr<Module>();

@@ -17,6 +17,7 @@
 
 #include "daemon/host_figures.hpp"
 #include "daemon/module_host.hpp"
+#include "daemon/transition.hpp"
 #include "daemon/node_guard.hpp"
 #include "health/health_host.hpp"
 #include "pvc/cluster.hpp"
@@ -49,6 +50,7 @@ struct Daemon::Startup : std::runtime_error {
 Daemon::Daemon(Config cfg, std::shared_ptr<LogSink> sink)
     : cfg_(std::move(cfg)), sink_(std::move(sink)), log_(sink_, "") {
     executor_.set_logger(log_);
+    deliver_core_events(events_, executor_, core_strand_);
 }
 
 Daemon::~Daemon() {
@@ -434,6 +436,9 @@ void Daemon::on_router_state(const std::string& state) {
     if (state == "takeover") {
         executor_.blocking("takeover", [this] {
             log_.system("Taking over primary coordinator role");
+            // The modules' part first (the network module's floating addresses):
+            // `primary` is published only once they are done or overran.
+            run_transition(modules_->modules(), Transition::takeover, executor_, core_strand_, transition_deadline, log_);
             auto wanted = [this] { return cached_router_state() == "takeover"; };
             bool done = false;
             until_done("Takeover", wanted, [&] {
@@ -448,6 +453,8 @@ void Daemon::on_router_state(const std::string& state) {
     } else if (state == "relinquish") {
         executor_.blocking("relinquish", [this] {
             log_.system("Relinquishing primary coordinator role");
+            run_transition(modules_->modules(), Transition::relinquish, executor_, core_strand_, transition_deadline,
+                           log_);
             bool done = false;
             until_done("Relinquish", [this] { return cached_router_state() == "relinquish"; }, [&] {
                 done = write_own("node.state.router", "secondary");
@@ -491,7 +498,7 @@ void Daemon::start() {
     claim_primary();
     check_own_ipmi();
     watch_cluster();
-    modules_->start_all(cfg_, sink_, zk_, executor_, events_);
+    modules_->start_all(cfg_, sink_, zk_, executor_, events_, services_);
     health_ = std::make_unique<HealthHost>(cfg_, log_, zk_, executor_);
     health_->load();
     keepalive_thread_ = std::thread([this] { keepalive_loop(); });

@@ -73,6 +73,8 @@ private:
     Logger log_;
     Executor executor_{4};
     CoreEvents events_;
+    ServiceRegistry services_;
+    Strand core_strand_{executor_.make_strand()};  // where every core event and transition hook runs
     std::shared_ptr<zk::Session> zk_;
     std::unique_ptr<zk::Lock> node_guard_;
     std::unique_ptr<ModuleHost> modules_;

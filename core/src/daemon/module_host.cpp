@@ -86,9 +86,9 @@ nlohmann::json ModuleHost::configure_all(const Config& cfg, ConfigProblems& prob
 }
 
 void ModuleHost::start_all(const Config& cfg, const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> zk,
-                           Executor& ex, CoreEvents& events) {
+                           Executor& ex, CoreEvents& events, ServiceRegistry& services) {
     for (auto& l : loaded_) {
-        l.context.reset(new NodeContext{cfg, Logger(sink, std::string(l.module->name())), zk, ex, events});
+        l.context.reset(new NodeContext{cfg, Logger(sink, std::string(l.module->name())), zk, ex, events, services});
         const std::string name(l.module->name());
         log_.system("Starting module {}", name);
         std::string reason;

@@ -58,7 +58,7 @@ public:
     // logged by name and ModuleStartError is thrown; modules started before
     // it stay started (stop_all() stops them), it is never stop()ped.
     void start_all(const Config& cfg, const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> zk,
-                   Executor& ex, CoreEvents& events);
+                   Executor& ex, CoreEvents& events, ServiceRegistry& services);
     void stop_all();  // reverse order, each exception logged
 
 private:

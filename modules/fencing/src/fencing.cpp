@@ -19,7 +19,7 @@ FenceSettings settings_from(const Config& cfg) {
 void FencingModule::start(NodeContext& ctx) {
     const Config& cfg = ctx.config;
     ipmi_ = std::make_unique<Ipmitool>(cfg.ipmitool_args, std::chrono::seconds(cfg.ipmi_timeout));
-    locks_ = std::make_unique<NoRbdLockBreaker>(ctx.logger);
+    locks_ = std::make_unique<RegistryRbdLockBreaker>(ctx.services, ctx.logger);
     if (cfg.daemon_mode == "coordinator") {
         fencer_ = std::make_unique<Fencer>(ctx.zk, *ipmi_, *locks_, ctx.logger, settings_from(cfg),
                                            cfg.fence_intervals);
@@ -38,18 +38,20 @@ void FencingModule::start(NodeContext& ctx) {
         target_->fencer = fencer_.get();
         target_->self_fence = self_fence_.get();
     }
-    // Emitted on the keepalive thread: on_tick only wakes the fencer's thread.
-    ctx.events.keepalive_tick.subscribe([t = target_] {
+    // Delivered on the core strand: on_tick only wakes the fencer's thread.
+    tick_sub_ = ctx.events.keepalive_tick.subscribe([t = target_] {
         std::lock_guard g(t->m);
         if (t->fencer) t->fencer->on_tick();
     });
-    ctx.events.daemon_state.subscribe([t = target_](const std::string& state) {
+    state_sub_ = ctx.events.daemon_state.subscribe([t = target_](const std::string& state) {
         std::lock_guard g(t->m);
         if (t->self_fence && (state == "shutdown" || state == "stop")) t->self_fence->disarm();
     });
 }
 
 void FencingModule::stop() {
+    tick_sub_.reset();
+    state_sub_.reset();
     {
         std::lock_guard g(target_->m);
         target_->fencer = nullptr;

@@ -32,6 +32,7 @@ private:
         SelfFence* self_fence = nullptr;
     };
     std::shared_ptr<Target> target_ = std::make_shared<Target>();
+    Subscription tick_sub_, state_sub_;
     std::unique_ptr<Ipmi> ipmi_;
     std::unique_ptr<RbdLockBreaker> locks_;
     std::unique_ptr<Fencer> fencer_;

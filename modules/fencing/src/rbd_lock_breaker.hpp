@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "pvc/log.hpp"
+#include "pvc/service_registry.hpp"
+#include "pvc/services/rbd_locks.hpp"
 
 namespace pvc::fencing {
 
@@ -32,6 +34,21 @@ public:
 
 private:
     Logger log_;
+};
+
+// The storage module's RBD lock handling from the service registry, looked up
+// at each use, else NoRbdLockBreaker.
+class RegistryRbdLockBreaker final : public RbdLockBreaker {
+public:
+    RegistryRbdLockBreaker(ServiceRegistry& services, Logger log) : services_(services), none_(std::move(log)) {}
+    std::optional<std::string> free_all(const std::string& uuid, const std::vector<std::string>& volumes) override {
+        if (auto provider = services_.get<services::RbdLocks>()) return provider->free_all(uuid, volumes);
+        return none_.free_all(uuid, volumes);
+    }
+
+private:
+    ServiceRegistry& services_;
+    NoRbdLockBreaker none_;
 };
 
 }  // namespace pvc::fencing

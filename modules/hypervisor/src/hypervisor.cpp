@@ -30,7 +30,7 @@ Hypervisor::Hypervisor(NodeContext& ctx, Options options)
     : ctx_(ctx), log_(ctx.logger), settings_(options.settings ? *options.settings : read_settings(ctx.config)),
       rbd_(std::move(options.rbd_locks)), procedures_(options.procedure_threads),
       migrations_(settings_.max_parallel_migrations), strand_(ctx.executor.make_strand()) {
-    if (!rbd_) rbd_ = std::make_unique<NoRbdLocks>(log_);
+    if (!rbd_) rbd_ = std::make_unique<RegistryRbdLocks>(ctx.services, log_);
     lv_ = std::make_unique<Connection>(settings_.libvirt_uri, log_, [this](const std::string& uuid, int event, int) {
         on_libvirt_event(uuid, event);
     });
@@ -60,7 +60,7 @@ void Hypervisor::start() {
                                              [this](const std::optional<std::string>& v, const zk::Stat& st) {
         boost::asio::post(strand_, [this, v, version = st.version] { on_domainstate(v, version); });
     });
-    ctx_.events.keepalive_tick.subscribe([target = tick_target_, &ex = ctx_.executor] {
+    tick_sub_ = ctx_.events.keepalive_tick.subscribe([target = tick_target_, &ex = ctx_.executor] {
         if (!target->attached) return;
         if (target->busy.exchange(true)) {
             if (!target->skipping.exchange(true))
@@ -92,6 +92,7 @@ void Hypervisor::stop() {
     if (children_watch_) children_watch_->cancel();
     if (domainstate_watch_) domainstate_watch_->cancel();
     lv_->close();
+    tick_sub_.reset();  // no tick reaches us after this
     tick_target_->attached = false;
     {
         // Waits for a collection in progress; none starts afterwards.

@@ -19,7 +19,7 @@ namespace pvc::hv {
 class Hypervisor {
 public:
     struct Options {
-        std::unique_ptr<RbdLocks> rbd_locks;   // default: NoRbdLocks
+        std::unique_ptr<RbdLocks> rbd_locks;   // default: the registry's provider, else NoRbdLocks
         std::optional<Settings> settings;      // default: read from ctx.config (already validated)
         unsigned procedure_threads = 16;
     };
@@ -111,6 +111,7 @@ private:
         Logger log;
     };
     std::shared_ptr<TickTarget> tick_target_ = std::make_shared<TickTarget>();
+    Subscription tick_sub_;
     std::atomic<bool> collecting_{false};
     std::atomic<bool> dirty_{true};       // a libvirt event (or a failed collection) since the last full one
     std::atomic<bool> degraded_{false};   // the last collection failed (logged once per episode)

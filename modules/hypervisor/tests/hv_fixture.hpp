@@ -30,7 +30,7 @@ struct TestNode {
           io_thread([this] { executor.io().run(); }) {
         session = zk::Session::connect({.hosts = zk_hosts, .op_timeout = op_timeout});
         ctx = std::make_unique<NodeContext>(NodeContext{config, Logger(make_log_sink(nullptr), "hypervisor-" + name),
-                                                        session, executor, events});
+                                                        session, executor, events, services});
     }
     ~TestNode() {
         stop();
@@ -69,6 +69,7 @@ struct TestNode {
     boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard;
     std::thread io_thread;
     CoreEvents events;
+    ServiceRegistry services;
     std::shared_ptr<zk::Session> session;
     std::unique_ptr<NodeContext> ctx;
     std::unique_ptr<Hypervisor> hv;
