@@ -102,8 +102,9 @@ TEST(ModuleHost, StartThatThrowsNamesTheModuleAndItsReason) {
     ASSERT_EQ(host.modules().size(), 1u);
     pvc::Executor ex(1);
     pvc::CoreEvents events;
+    pvc::ServiceRegistry services;
     try {
-        host.start_all(cfg, pvc::make_log_sink(nullptr), zk, ex, events);
+        host.start_all(cfg, pvc::make_log_sink(nullptr), zk, ex, events, services);
         FAIL() << "a module whose start() throws was reported started";
     } catch (const pvc::ModuleStartError& e) {
         std::string what = e.what();

@@ -62,8 +62,9 @@ TEST_F(HvTest, MemprovReadsXmlMemoryInLibvirtUnits) {
     n1.hv->collect();
     KeepaliveReport r;
     n1.hv->contribute(r);
-    EXPECT_EQ(r.memprov_mib, 1024 + 2048 + 256);
-    EXPECT_EQ(r.memalloc_mib, 0);
+    std::map<std::string, std::string> w(r.writes.begin(), r.writes.end());
+    EXPECT_EQ(w[schema::path("node.memory.provisioned", {"hv1"})], std::to_string(1024 + 2048 + 256));
+    EXPECT_EQ(w[schema::path("node.memory.allocated", {"hv1"})], "0");
 }
 
 }  // namespace pvc::hv::test
