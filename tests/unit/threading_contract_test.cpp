@@ -74,7 +74,14 @@ TEST(CoreEvents, SubscriptionEndsWhenItsOwnerGoes) {
         loop.drain();
         EXPECT_EQ(calls, 1);
         // Emitted while subscribed, delivered after the owner went: not called.
+        // The core strand is held busy until the owner has gone, so the
+        // delivery really comes after it.
+        std::promise<void> release;
+        auto released = release.get_future().share();
+        boost::asio::post(loop.core, [released] { released.wait(); });
         events.keepalive_tick.emit();
+        sub.reset();
+        release.set_value();
     }
     events.keepalive_tick.emit();
     loop.drain();
