@@ -197,7 +197,10 @@ TEST_F(HypervisorMigration, FailedLiveOnlyMigrationIsAbortedAndTheGuestStaysHome
     }
     EXPECT_TRUE(hv1.running(uuid));
     EXPECT_TRUE(wait_for([&] { return !hv2.state(uuid).has_value(); }, 10s)) << "hv2 kept a copy";
-    EXPECT_EQ(client.get("domain.migrate.sync_lock", uuid), "");
+    // The receiver clears the sync lock value when it has seen the abort: that
+    // write follows the source's, so wait for it rather than race it.
+    EXPECT_TRUE(wait_for([&] { return client.get("domain.migrate.sync_lock", uuid).empty(); }, 10s))
+        << "sync lock value left: " << client.get("domain.migrate.sync_lock", uuid);
 
     // The abort released every lock (the reference leaks the sync lock): the next
     // migration goes through at once.
