@@ -11,7 +11,9 @@ node=${PVC_LAB_NODE:-pvchv1}
 "$root/tools/install-deps.sh"
 build=${PVC_BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target pvcnoded pvc
+# The bundled health plugins too, so the keepalive log shows node health and
+# each plugin's result from the first run on.
+cmake --build "$build" -j"$(nproc)" --target pvcnoded pvc pvc-health-plugins
 
 export PVC_LAB_NAME=${PVC_LAB_NAME:-pvcsolo}          # no lab network: ZooKeeper on loopback
 export PVC_LAB_DIR=${PVC_LAB_DIR:-${TMPDIR:-/tmp}/pvc-lab-node}
@@ -21,7 +23,8 @@ zk=$("$root/tools/lab/zookeeper.sh" hosts)
 port=${zk##*:}
 d=$PVC_LAB_DIR/$node
 mkdir -p "$d"/{run,log,console,plugins}
-cp -n "$build"/plugins/* "$d/plugins/" 2>/dev/null || true
+# Refreshed on every run: a rebuilt plugin replaces the copy of an earlier run.
+install -m 0755 "$build"/plugins/* "$d/plugins/"   # a new file each: never rewrites a loaded .so in place
 echo "127.0.0.1 localhost $node $node.pvc.local" >"$d/hosts"
 cat >"$d/pvcnoded.yaml" <<YAML
 ---
