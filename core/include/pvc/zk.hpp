@@ -64,6 +64,14 @@ struct SessionOptions {
     std::chrono::milliseconds op_timeout = 10s;
 };
 
+// What a session has sent to ZooKeeper since it was opened, for benchmarks
+// and tests that count what a procedure costs. `reads`: get, exists and
+// children requests, the re-reads that re-arm watches included.
+struct OpCounts {
+    uint64_t requests = 0;  // every request, reads and writes
+    uint64_t reads = 0;
+};
+
 // A (path, data) pair written by Session::write().
 using KeyValue = std::pair<std::string, std::string>;
 
@@ -124,6 +132,7 @@ public:
     // The session password (raw bytes), with session_id() the credentials a
     // second client needs to take over or expire this session (tests).
     virtual std::string session_password() const { return {}; }
+    virtual OpCounts stats() const { return {}; }
 
     // --- reads (nullopt when absent; throw zk::Error on other failures) ---
     virtual std::optional<std::string> get(const std::string& path, Stat* stat = nullptr) = 0;

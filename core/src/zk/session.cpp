@@ -326,6 +326,7 @@ int SessionImpl::call(const std::shared_ptr<OpState>& st, const std::function<in
         }
         auto* holder = new Holder(st);
         rc = submit(h->zh, holder);
+        if (rc == ZOK) requests_++;
         if (rc != ZOK) {
             if (rc == ZBADARGUMENTS || rc == ZINVALIDSTATE) delete holder;
             // Not sent (the handle just expired): safe to retry on the recovered session.
@@ -354,6 +355,7 @@ int SessionImpl::call(const std::shared_ptr<OpState>& st, const std::function<in
 
 std::optional<std::string> SessionImpl::get_watched(const std::string& path, Stat* stat, bool watch, int& rc) {
     auto st = std::make_shared<OpState>();
+    reads_++;
     rc = call(st, [&](zhandle_t* zh, const void* d) { return zoo_aget(zh, path.c_str(), watch, data_done, d); }, true);
     if (rc != ZOK) return std::nullopt;
     if (stat) *stat = st->stat;
@@ -370,6 +372,7 @@ std::optional<std::string> SessionImpl::get(const std::string& path, Stat* stat)
 
 bool SessionImpl::exists(const std::string& path, Stat* stat) {
     auto st = std::make_shared<OpState>();
+    reads_++;
     int rc = call(st, [&](zhandle_t* zh, const void* d) { return zoo_aexists(zh, path.c_str(), 0, stat_done, d); },
                   true);
     if (rc == ZNONODE) return false;
@@ -380,6 +383,7 @@ bool SessionImpl::exists(const std::string& path, Stat* stat) {
 
 std::optional<std::vector<std::string>> SessionImpl::raw_children(const std::string& path) {
     auto st = std::make_shared<OpState>();
+    reads_++;
     int rc = call(
         st, [&](zhandle_t* zh, const void* d) { return zoo_aget_children(zh, path.c_str(), 0, strings_done, d); },
         true);
@@ -777,6 +781,7 @@ void SessionImpl::refresh(const std::shared_ptr<WatchState>& w, bool force) {
     for (int attempt = 0; attempt < 10; ++attempt) {
         auto st = std::make_shared<OpState>();
         int rc;
+        reads_++;
         if (w->children)
             rc = call(st, [&](zhandle_t* zh, const void* d) {
                     return zoo_aget_children(zh, w->path.c_str(), 1, strings_done, d);
@@ -788,6 +793,7 @@ void SessionImpl::refresh(const std::shared_ptr<WatchState>& w, bool force) {
         if (rc == ZNONODE) {
             // Watch for its creation.
             auto es = std::make_shared<OpState>();
+            reads_++;
             int erc = call(es, [&](zhandle_t* zh, const void* d) {
                 return zoo_aexists(zh, w->path.c_str(), 1, stat_done, d);
             }, true);
@@ -889,6 +895,7 @@ WaitResult SessionImpl::wait_for_change(const std::string& path, Clock::time_poi
             if (it->second == o) { oneshots_.erase(it); break; }
     };
     auto st = std::make_shared<OpState>();
+    reads_++;
     int rc = call(st, [&](zhandle_t* zh, const void* d) { return zoo_aexists(zh, path.c_str(), 1, stat_done, d); },
                   true);
     if (rc != ZOK) {

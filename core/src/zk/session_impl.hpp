@@ -81,6 +81,7 @@ public:
     std::shared_ptr<Watch> add_watch(std::shared_ptr<WatchState> w);
     std::shared_ptr<Watch> on_session_event(SessionCallback cb) override;
     std::string session_password() const override;
+    OpCounts stats() const override { return {requests_.load(), reads_.load()}; }
 
     // Lock support: waits until `path` changes or vanishes (true at once if absent),
     // a session event happens, the deadline passes or the session closes.
@@ -129,6 +130,7 @@ private:
     uint64_t gen_ = 0;
     bool connected_ = false;
     std::atomic<bool> closed_{false};
+    std::atomic<uint64_t> requests_{0}, reads_{0};  // stats()
 
     // event thread
     std::mutex q_m_;

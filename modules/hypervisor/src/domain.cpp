@@ -34,7 +34,7 @@ bool is_migrate(VmState s) { return s == VmState::migrate || s == VmState::migra
 
 Domain::Domain(Shared& shared, std::string uuid)
     : sh_(shared), uuid_(std::move(uuid)), log_(shared.log.child(shared.log.prefix())), strand_(shared.ex.make_strand()),
-      retry_timer_(strand_) {}
+      retry_timer_(strand_), wake_(shared.stopper) {}
 
 std::string Domain::path(std::string_view key) const { return schema::path(key, {uuid_}); }
 
@@ -80,8 +80,8 @@ void Domain::attach() {
     // Unreadable now: the watch's first dispatch reads again (and retries).
     std::weak_ptr<Domain> weak = weak_from_this();
     try {
-        auto w = sh_.zk->watch_data(path("domain.state"), [weak](const std::optional<std::string>&, const zk::Stat&) {
-            if (auto self = weak.lock()) self->request_dispatch();
+        auto w = sh_.zk->watch_data(path("domain.state"), [weak](const std::optional<std::string>& v, const zk::Stat& st) {
+            if (auto self = weak.lock()) self->on_state(v, st);
         });
         std::lock_guard g(console_m_);
         watch_ = w;
@@ -90,6 +90,22 @@ void Domain::attach() {
         log_.error("VM {}: cannot watch its state: {}", uuid_, e.what());
         retry_later();
     }
+}
+
+void Domain::on_state(const std::optional<std::string>& value, const zk::Stat& stat) {
+    {
+        std::lock_guard g(seen_m_);
+        seen_.state = value ? Read::of(*value) : Read::absent();
+        seen_.version = stat.version;
+    }
+    wake_.notify();
+    sh_.state_changes.notify();
+    request_dispatch();
+}
+
+Domain::Seen Domain::seen() const {
+    std::lock_guard g(seen_m_);
+    return seen_;
 }
 
 void Domain::detach() {
@@ -179,6 +195,7 @@ std::optional<Domain::Snapshot> Domain::read() {
         s.method = method.value_or("none");
         s.name = name.value_or("");
         s.xml = xml.value_or("");
+        s.version = after.version;
         return s;
     }
     return std::nullopt;
@@ -186,7 +203,10 @@ std::optional<Domain::Snapshot> Domain::read() {
 
 bool Domain::confirm(const char* act) {
     auto now = read();
-    if (now && decision_ && now->state == decision_->state && now->node == decision_->node) return true;
+    if (now && decision_ && now->state == decision_->state && now->node == decision_->node) {
+        decision_->version = now->version;
+        return true;
+    }
     if (!now) {
         log_.warn("VM {}: cannot confirm its node and state; not going to {}", uuid_, act);
         retry_later();
@@ -400,7 +420,7 @@ void Domain::restart_vm() {
 Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
     if (!confirm("shut it down")) return ShutdownResult::aborted;
     log_.info("VM {}: shutting down", uuid_);
-    if (auto d = sh_.lv.lookup(uuid_)) virDomainShutdown(d.get());
+    if (auto d = sh_.lv.lookup(uuid_)) sh_.lv.request_shutdown(d.get());
     auto finish = [&](ShutdownResult r) {
         if (sh_.running.remove(uuid_)) sh_.publish_running();
         if (auto c = console()) c->stop(true);
@@ -410,11 +430,16 @@ Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
         else write_state_from({"shutdown", "migrate", "unmigrate"}, "stop");
         return r;
     };
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(sh_.config.vm_shutdown_timeout);
-    while (true) {
+    using Clock = std::chrono::steady_clock;
+    const int32_t confirmed = decision_->version;
+    const auto deadline = Clock::now() + std::chrono::seconds(sh_.config.vm_shutdown_timeout);
+    // No polling: the wait ends on a delivery of the state watch, a lifecycle
+    // event of this domain, the deadline or the daemon's stop.
+    for (auto seen = wake_.seen();; seen = wake_.seen()) {
+        auto now = seen_state(confirmed);
         // An unreadable state is no reason to abort: keep waiting for the guest.
-        if (auto r = sh_.get(path("domain.state")); !r.failed()) {
-            auto st = parse_vm_state(r.value_or(""));
+        if (!now.state.failed()) {
+            auto st = parse_vm_state(now.state.value_or(""));
             if (st != VmState::shutdown && st != VmState::restart && st != VmState::migrate && st != VmState::unmigrate) {
                 log_.info("VM {}: shutdown aborted by a state change", uuid_);
                 return ShutdownResult::aborted;
@@ -424,22 +449,42 @@ Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
             log_.ok("VM {}: shut down", uuid_);
             return finish(ShutdownResult::off);
         }
-        if (std::chrono::steady_clock::now() >= deadline) {
+        if (Clock::now() >= deadline) {
             if (!confirm("destroy it after the shutdown timeout")) return ShutdownResult::aborted;
             log_.warn("VM {}: shutdown timed out after {} s; destroying", uuid_, sh_.config.vm_shutdown_timeout);
             destroy_sequence();
             return finish(ShutdownResult::timed_out);
         }
-        if (!sh_.stopper.sleep(200ms)) return ShutdownResult::aborted;
+        // libvirt is asked again now and then in case its event was lost (a
+        // reconnection); ZooKeeper only when the watch cannot tell.
+        auto until = std::min(deadline, Clock::now() + (now.watched ? libvirt_recheck : unwatched_recheck));
+        if (!wake_.wait_until(seen, until)) return ShutdownResult::aborted;
     }
+}
+
+Domain::StateNow Domain::seen_state(int32_t since) {
+    auto s = seen();
+    if (s.state.failed()) {
+        // The watch has not delivered (or could not be set up): read it.
+        return {sh_.get(path("domain.state")), false};
+    }
+    // A delivery older than the value the procedure confirmed says nothing new.
+    if (s.state.present() && s.version < since) return {Read::error(), true};
+    return {s.state, true};
 }
 
 void Domain::destroy_sequence() {
     if (auto d = sh_.lv.lookup(uuid_)) {
+        auto running = [&] {
+            int st = 0, reason = 0;
+            return virDomainGetState(d.get(), &st, &reason, 0) == 0 && st == VIR_DOMAIN_RUNNING;
+        };
+        auto seen = wake_.seen();
         virDomainDestroy(d.get());
-        sh_.stopper.sleep(200ms);
-        int st = 0, reason = 0;
-        if (virDomainGetState(d.get(), &st, &reason, 0) == 0 && st == VIR_DOMAIN_RUNNING) virDomainDestroy(d.get());
+        // Destroyed again if still running 200 ms later; its STOPPED event ends the wait earlier.
+        const auto until = std::chrono::steady_clock::now() + 200ms;
+        while (running() && std::chrono::steady_clock::now() < until && wake_.wait_until(seen, until)) seen = wake_.seen();
+        if (running()) virDomainDestroy(d.get());
     }
 }
 

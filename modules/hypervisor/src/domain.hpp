@@ -51,18 +51,32 @@ public:
     Cached cached() const;
     bool idle() const { return !busy_flag_; }
 
+    // `state` as its watch last delivered it, and that value's version:
+    // Read::error() until the watch has delivered (or when it could not be
+    // set up). Waiting procedures read this, not ZooKeeper.
+    struct Seen {
+        Read state = Read::error();
+        int32_t version = -1;
+    };
+    Seen seen() const;
+    // A libvirt lifecycle event of this domain: wakes its waiting procedure.
+    void on_libvirt_event() { wake_.notify(); }
+
 private:
     struct Snapshot {
         std::optional<std::string> state;   // nullopt: the VM is being deleted
         std::string node, lastnode, method, name, xml;
+        int32_t version = -1;   // of `state`
     };
 
+    void on_state(const std::optional<std::string>& value, const zk::Stat& stat);
     void run_dispatch();
     // The VM's keys as of one moment (no view torn across a client's
     // transaction); nullopt when ZooKeeper could not be read.
     std::optional<Snapshot> read();
     // Re-reads `node` and `state` right before a destructive act on a running
-    // VM: true only if they still say what the dispatch decided on.
+    // VM: true only if they still say what the dispatch decided on (the
+    // decision's version becomes the one just read).
     bool confirm(const char* act);
     // A dispatch that could not read (or confirm) does nothing and runs again
     // later, with a doubling delay.
@@ -80,6 +94,15 @@ private:
     void restart_vm();
     enum class ShutdownResult { off, timed_out, aborted };
     ShutdownResult graceful_shutdown(bool restarting);
+    // While a shutdown waits, libvirt is asked again this often in case a
+    // lifecycle event was lost; ZooKeeper is read this often only while the
+    // state watch has not delivered.
+    static constexpr std::chrono::seconds libvirt_recheck{5}, unwatched_recheck{1};
+    struct StateNow {
+        Read state;     // error: unknown, or nothing newer than `since`
+        bool watched;   // from the watch (else read from ZooKeeper)
+    };
+    StateNow seen_state(int32_t since);
     void hard_stop(bool write_stop);
     void destroy_sequence();
     void send(const Snapshot& s, bool live_required);
@@ -113,6 +136,12 @@ private:
     std::string warned_state_;           // an unknown state already logged
     std::atomic<bool> busy_flag_{false};
     std::atomic<bool> gone_{false};
+
+    // Woken by the state watch and libvirt events; what graceful_shutdown and
+    // destroy_sequence wait on.
+    Wakeup wake_;
+    mutable std::mutex seen_m_;
+    Seen seen_;
 
     mutable std::mutex m_;
     Cached cached_;

@@ -35,7 +35,7 @@ Hypervisor::Hypervisor(NodeContext& ctx, Options options)
         on_libvirt_event(uuid, event);
     });
     shared_.reset(new Shared{ctx.config, settings_, log_, ctx.zk, ctx.executor, ctx.config.node, *lv_, *rbd_,
-                             stopper_, procedures_, migrations_, running_, {}});
+                             stopper_, procedures_, migrations_, running_, flush_wake_, {}});
 }
 
 Hypervisor::~Hypervisor() {
@@ -156,6 +156,7 @@ void Hypervisor::on_children(const std::optional<std::vector<std::string>>& chil
 
 void Hypervisor::on_libvirt_event(const std::string& uuid, int event) {
     dirty_ = true;  // the next keepalive refreshes everything from libvirt
+    if (auto d = domain(uuid)) d->on_libvirt_event();  // a procedure waiting for it
     if (event != VIR_DOMAIN_EVENT_STOPPED && event != VIR_DOMAIN_EVENT_CRASHED) return;
     boost::asio::post(strand_, [this, uuid] {
         if (stopper_.stopping()) return;
@@ -170,7 +171,10 @@ void Hypervisor::on_domainstate(const std::optional<std::string>& value, int32_t
     if (stopper_.stopping() || !value) return;
     // `flushed` and `ready` are the terminal values the worker writes itself; others are not ours.
     if (*value != "flush" && *value != "unflush") return;
-    if (worker_) worker_->cancel = true;
+    if (worker_) {
+        worker_->cancel = true;
+        flush_wake_.notify();
+    }
     queued_ = std::make_shared<Job>();
     queued_->action = *value;
     queued_->version = version;
@@ -214,28 +218,61 @@ void Hypervisor::run_job(Job& job) {
     else log_.info("Node {} of {} superseded ({})", job.action, shared_->me, zk::to_string(st));
 }
 
-bool Hypervisor::wait_settled(Job& job, std::vector<std::pair<std::string, Clock::time_point>>& inflight, size_t keep) {
-    while (true) {
-        std::erase_if(inflight, [&](const auto& e) {
-            auto r = shared_->get(schema::path("domain.state", {e.first}));
-            if (r.failed()) return Clock::now() >= e.second;  // unknown: still moving, within its bound
-            auto st = r.value_or("");
-            bool moving = st == "migrate" || st == "migrate-live" || st == "unmigrate" || st == "shutdown";
-            return !moving || Clock::now() >= e.second;
+Domain::Seen Hypervisor::state_of(const std::string& uuid, bool& watched) {
+    watched = true;
+    auto d = domain(uuid);
+    if (!d) return {Read::absent(), -1};  // deleted: nothing moves
+    auto s = d->seen();
+    if (!s.state.failed()) return s;
+    watched = false;
+    zk::Stat stat;
+    auto r = shared_->get(schema::path("domain.state", {uuid}), &stat);
+    return {r, r.present() ? stat.version : -1};
+}
+
+bool Hypervisor::wait_settled(Job& job, std::vector<InFlight>& inflight, size_t keep) {
+    // Woken by state watch deliveries and cancellation; the earliest bound is the timer.
+    for (auto seen = flush_wake_.seen();; seen = flush_wake_.seen()) {
+        bool all_watched = true;
+        std::erase_if(inflight, [&](const InFlight& e) {
+            if (Clock::now() >= e.deadline) return true;
+            bool watched = true;
+            auto s = state_of(e.uuid, watched);
+            all_watched = all_watched && watched;
+            // Unknown, or not yet changed by our write: still moving, within its bound.
+            if (s.state.failed() || (s.state.present() && s.version <= e.version)) return false;
+            auto st = s.state.value_or("");
+            return !(st == "migrate" || st == "migrate-live" || st == "unmigrate" || st == "shutdown");
         });
         if (inflight.size() <= keep) return true;
         if (cancelled(job)) return false;
-        stopper_.sleep(200ms);
+        auto until = std::min_element(inflight.begin(), inflight.end(), [](auto& a, auto& b) {
+            return a.deadline < b.deadline;
+        })->deadline;
+        if (!all_watched) until = std::min(until, Clock::now() + 1s);  // a watch that cannot tell: read again
+        if (!flush_wake_.wait_until(seen, until)) return false;
     }
 }
 
-std::optional<Read> Hypervisor::read_for(Job& job, const std::string& path) {
+bool Hypervisor::wait_state_change(Job& job, const std::string& uuid, int32_t version) {
+    for (auto seen = flush_wake_.seen();; seen = flush_wake_.seen()) {
+        bool watched = true;
+        auto s = state_of(uuid, watched);
+        if (!s.state.failed() && (!s.state.present() || s.version > version)) return true;
+        if (cancelled(job)) return false;
+        if (!flush_wake_.wait_until(seen, Clock::now() + (watched ? 30s : 2s))) return false;
+    }
+}
+
+std::optional<Read> Hypervisor::read_for(Job& job, const std::string& path, zk::Stat* stat) {
     for (bool logged = false;;) {
-        auto r = shared_->get(path);
+        auto r = shared_->get(path, stat);
         if (!r.failed()) return r;
         if (!logged) log_.warn("Node {}: cannot read {}; waiting for ZooKeeper", job.action, path);
         logged = true;
-        if (!stopper_.sleep(2s) || job.cancel) return std::nullopt;
+        // Retried every 2 s; a cancellation or the stop ends the wait at once.
+        auto seen = flush_wake_.seen();
+        if (cancelled(job) || !flush_wake_.wait_until(seen, Clock::now() + 2s) || job.cancel) return std::nullopt;
     }
 }
 
@@ -243,16 +280,17 @@ bool Hypervisor::flush(Job& job) {
     const auto& me = shared_->me;
     log_.info("Flushing node {}", me);
     const size_t bound = std::max(1, settings_.max_parallel_migrations);
-    std::vector<std::pair<std::string, Clock::time_point>> inflight;
+    std::vector<InFlight> inflight;
     for (const auto& uuid : running_.snapshot()) {
         if (cancelled(job)) return false;
         auto key = [&](std::string_view k) { return schema::path(k, {uuid}); };
         std::optional<Read> state;
+        zk::Stat state_stat;
         while (true) {
-            state = read_for(job, key("domain.state"));
+            state = read_for(job, key("domain.state"), &state_stat);
             if (!state) return false;
             if (!state->is("restart") && !state->is("shutdown")) break;
-            if (!stopper_.sleep(2s) || job.cancel) return false;
+            if (!wait_state_change(job, uuid, state_stat.version)) return false;
         }
         if (!state->present()) continue;  // not a PVC VM (or being deleted)
         auto node_read = read_for(job, key("domain.node"));
@@ -280,7 +318,7 @@ bool Hypervisor::flush(Job& job) {
         } else {
             continue;
         }
-        inflight.emplace_back(uuid, Clock::now() + 120s);
+        inflight.push_back({uuid, state_stat.version, Clock::now() + 120s});
         if (!wait_settled(job, inflight, bound - 1)) return false;
     }
     return wait_settled(job, inflight, 0);
@@ -295,14 +333,15 @@ bool Hypervisor::unflush(Job& job) {
         std::lock_guard g(table_m_);
         order = order_;
     }
-    std::vector<std::pair<std::string, Clock::time_point>> inflight;
+    std::vector<InFlight> inflight;
     for (const auto& uuid : order) {
         if (cancelled(job)) return false;
         auto key = [&](std::string_view k) { return schema::path(k, {uuid}); };
         auto node_read = read_for(job, key("domain.node"));
         auto autostart = node_read ? read_for(job, key("domain.meta.autostart")) : std::nullopt;
         auto lastnode = autostart ? read_for(job, key("domain.last_node")) : std::nullopt;
-        auto state = lastnode ? read_for(job, key("domain.state")) : std::nullopt;
+        zk::Stat state_stat;
+        auto state = lastnode ? read_for(job, key("domain.state"), &state_stat) : std::nullopt;
         if (!state) return false;
         auto node = node_read->value_or("");
         if (autostart->is("True") && node == me) {
@@ -315,7 +354,7 @@ bool Hypervisor::unflush(Job& job) {
         if (state->is("start")) {
             log_.info("VM {}: returning home", uuid);
             shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), me}, {key("domain.last_node"), ""}});
-            inflight.emplace_back(uuid, Clock::now() + 120s);
+            inflight.push_back({uuid, state_stat.version, Clock::now() + 120s});
             if (!wait_settled(job, inflight, bound - 1)) return false;
         } else {
             // Not running: re-assign only (the reference sets `migrate` and leaves it stuck).

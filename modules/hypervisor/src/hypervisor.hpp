@@ -67,10 +67,23 @@ private:
     bool flush(Job& job);
     bool unflush(Job& job);
     // Reads `path`, waiting while ZooKeeper cannot be read; nullopt when the job is cancelled.
-    std::optional<Read> read_for(Job& job, const std::string& path);
+    std::optional<Read> read_for(Job& job, const std::string& path, zk::Stat* stat = nullptr);
     bool cancelled(const Job& job) const { return job.cancel || stopper_.stopping(); }
-    bool wait_settled(Job& job, std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>>& inflight,
-                      size_t keep);
+    // A VM the job moves: settled once its state, newer than `version` (the
+    // one the job read before writing), is not moving, or at `deadline`.
+    struct InFlight {
+        std::string uuid;
+        int32_t version;
+        std::chrono::steady_clock::time_point deadline;
+    };
+    // Waits (on the domains' state watches, not by reading ZooKeeper) until
+    // at most `keep` VMs are in flight; false when cancelled.
+    bool wait_settled(Job& job, std::vector<InFlight>& inflight, size_t keep);
+    // Waits until the state of `uuid` has changed since `version`; false when cancelled.
+    bool wait_state_change(Job& job, const std::string& uuid, int32_t version);
+    // `state` of `uuid` as its watch delivered it, read from ZooKeeper when the
+    // watch cannot tell (then `watched` is false).
+    Domain::Seen state_of(const std::string& uuid, bool& watched);
     // The stats JSON of one running domain (§14.3), nullopt if a query failed.
     std::optional<std::string> domain_stats(virDomainPtr dom, const std::string& uuid);
     void publish_figures(int domains_count);
@@ -79,6 +92,8 @@ private:
     Logger log_;
     Settings settings_;
     Stopper stopper_;
+    // The flush worker's wait: state watch deliveries and job cancellation.
+    Wakeup flush_wake_{stopper_};
     std::unique_ptr<RbdLocks> rbd_;
     std::unique_ptr<Connection> lv_;
     boost::asio::thread_pool procedures_;

@@ -167,6 +167,20 @@ std::optional<int> Connection::state(const std::string& uuid) {
     return st;
 }
 
+int Connection::request_shutdown(virDomainPtr d) {
+    GuestShutdown fn;
+    {
+        std::lock_guard g(shutdown_m_);
+        fn = guest_shutdown_;
+    }
+    return fn ? fn(d) : virDomainShutdown(d);
+}
+
+void Connection::set_guest_shutdown(GuestShutdown fn) {
+    std::lock_guard g(shutdown_m_);
+    guest_shutdown_ = std::move(fn);
+}
+
 std::optional<std::string> Connection::create_xml(const std::string& xml) {
     std::string err;
     auto c = get(&err);

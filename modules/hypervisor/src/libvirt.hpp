@@ -63,6 +63,13 @@ public:
     // virDomainState of `uuid`; nullopt when absent or on error.
     std::optional<int> state(const std::string& uuid);
     bool running(const std::string& uuid) { return state(uuid) == VIR_DOMAIN_RUNNING; }
+    // Asks the guest to power off (ACPI); libvirt's return code. A real guest
+    // takes seconds to answer, libvirt's test driver powers off at once:
+    // tests and benchmarks replace how the guest answers (a slow guest is a
+    // domain destroyed later) through set_guest_shutdown.
+    using GuestShutdown = std::function<int(virDomainPtr)>;
+    int request_shutdown(virDomainPtr d);
+    void set_guest_shutdown(GuestShutdown fn);
     // Creates a transient domain; error text on failure.
     std::optional<std::string> create_xml(const std::string& xml);
     // Active domains (VIR_CONNECT_LIST_DOMAINS_ACTIVE); nullopt when libvirt
@@ -89,6 +96,8 @@ private:
     std::mutex m_;
     virConnectPtr conn_ = nullptr;
     int callback_id_ = -1;
+    std::mutex shutdown_m_;
+    GuestShutdown guest_shutdown_;
 };
 
 std::string uuid_of(virDomainPtr d);

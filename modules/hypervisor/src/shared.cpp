@@ -6,6 +6,55 @@
 
 namespace pvc::hv {
 
+struct Stopper::Waiter {
+    std::mutex m;
+    std::condition_variable cv;
+    uint64_t count = 0;
+    bool stopping = false;
+};
+
+void Stopper::add(const std::shared_ptr<Waiter>& w) {
+    std::lock_guard g(m_);
+    std::erase_if(waiters_, [](const auto& weak) { return weak.expired(); });
+    if (stopping_) {
+        std::lock_guard wg(w->m);
+        w->stopping = true;
+    }
+    waiters_.push_back(w);
+}
+
+void Stopper::stop() {
+    std::lock_guard g(m_);
+    stopping_ = true;
+    cv_.notify_all();
+    for (auto& weak : waiters_) {
+        if (auto w = weak.lock()) {
+            std::lock_guard wg(w->m);
+            w->stopping = true;
+            w->cv.notify_all();
+        }
+    }
+}
+
+Wakeup::Wakeup(Stopper& stopper) : w_(std::make_shared<Stopper::Waiter>()) { stopper.add(w_); }
+
+uint64_t Wakeup::seen() const {
+    std::lock_guard g(w_->m);
+    return w_->count;
+}
+
+void Wakeup::notify() {
+    std::lock_guard g(w_->m);
+    w_->count++;
+    w_->cv.notify_all();
+}
+
+bool Wakeup::wait_until(uint64_t seen, Clock::time_point deadline) {
+    std::unique_lock l(w_->m);
+    w_->cv.wait_until(l, deadline, [&] { return w_->stopping || w_->count != seen; });
+    return !w_->stopping;
+}
+
 bool RunningList::add(const std::string& uuid) {
     std::lock_guard g(m_);
     if (std::find(list_.begin(), list_.end(), uuid) != list_.end()) return false;

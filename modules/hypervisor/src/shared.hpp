@@ -2,8 +2,10 @@
 // procedure pool, the running list and the stop signal.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,28 +22,53 @@
 
 namespace pvc::hv {
 
-// The daemon is stopping: every wait in a procedure ends early.
+class Wakeup;
+
+// The daemon is stopping: every wait in a procedure ends early, sleeps and
+// Wakeup waits alike.
 class Stopper {
 public:
     // Sleeps `d`; false when stopping (at once or during the sleep).
     bool sleep(std::chrono::milliseconds d) {
         std::unique_lock l(m_);
-        return !cv_.wait_for(l, d, [&] { return stopping_; });
+        return !cv_.wait_for(l, d, [&] { return stopping_.load(); });
     }
-    void stop() {
-        std::lock_guard g(m_);
-        stopping_ = true;
-        cv_.notify_all();
-    }
-    bool stopping() const {
-        std::lock_guard g(m_);
-        return stopping_;
-    }
+    void stop();
+    bool stopping() const { return stopping_; }
 
 private:
-    mutable std::mutex m_;
+    friend class Wakeup;
+    struct Waiter;
+    void add(const std::shared_ptr<Waiter>& w);
+
+    std::mutex m_;
     std::condition_variable cv_;
-    bool stopping_ = false;
+    std::atomic<bool> stopping_{false};
+    std::vector<std::weak_ptr<Waiter>> waiters_;
+};
+
+// What a long procedure waits on instead of polling ZooKeeper: notify() comes
+// from a ZooKeeper watch, a libvirt lifecycle event or a job's cancellation;
+// the wait's own deadline is the timer; the Stopper ends every wait.
+// Usage, so no notification between the check and the wait is lost:
+//     for (auto seen = w.seen(); !done(); seen = w.seen()) if (!w.wait_until(seen, deadline)) break;
+class Wakeup {
+public:
+    using Clock = std::chrono::steady_clock;
+    explicit Wakeup(Stopper& stopper);
+    Wakeup(const Wakeup&) = delete;
+    Wakeup& operator=(const Wakeup&) = delete;
+
+    // The count of notifications so far: take it before checking what the wait is for.
+    uint64_t seen() const;
+    void notify();
+    // Waits until a notification after `seen`, or `deadline`. False when the daemon is stopping.
+    bool wait_until(uint64_t seen, Clock::time_point deadline);
+
+private:
+    // Shared with the Stopper, which holds it weakly: a Wakeup (and the
+    // Domain holding it) may outlive the Stopper's owner.
+    std::shared_ptr<Stopper::Waiter> w_;
 };
 
 // Bounds concurrent live-migration sends (max_parallel_migrations).
@@ -115,6 +142,8 @@ struct Shared {
     boost::asio::thread_pool& procedures;  // long, sleeping, lock-holding procedures
     Semaphore& migrations;
     RunningList& running;
+    // Notified whenever a domain's state watch delivers (the flush waits on it).
+    Wakeup& state_changes;
 
     // A read that never throws; a ZooKeeper error is Read::error(), not absent.
     Read get(const std::string& path, zk::Stat* stat = nullptr) const;

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -73,6 +77,86 @@ struct TestNode {
     std::shared_ptr<zk::Session> session;
     std::unique_ptr<NodeContext> ctx;
     std::unique_ptr<Hypervisor> hv;
+};
+
+// Guests that power off `delay` after the ACPI request, as real guests take
+// seconds to (libvirt's test driver powers off at once); nullopt: never (a
+// guest that ignores ACPI). The domain is destroyed then, through the
+// module's own connection, so its lifecycle event reaches the module. With
+// `counted`, the ZooKeeper reads that session makes while guests take their
+// time are summed (meaningful with one guest at a time).
+class SlowGuests {
+public:
+    using Clock = std::chrono::steady_clock;
+    SlowGuests(Connection& lv, std::optional<std::chrono::milliseconds> delay,
+               std::shared_ptr<zk::Session> counted = nullptr)
+        : lv_(lv), delay_(delay), counted_(std::move(counted)) {
+        lv_.set_guest_shutdown([this](virDomainPtr d) {
+            std::lock_guard g(m_);
+            requests_++;
+            if (delay_) due_.push_back({Clock::now() + *delay_, uuid_of(d), reads()});
+            cv_.notify_all();
+            return 0;
+        });
+        thread_ = std::thread([this] { run(); });
+    }
+    ~SlowGuests() {
+        lv_.set_guest_shutdown({});
+        {
+            std::lock_guard g(m_);
+            stop_ = true;
+            cv_.notify_all();
+        }
+        thread_.join();
+    }
+    // ACPI requests received.
+    int requests() const {
+        std::lock_guard g(m_);
+        return requests_;
+    }
+    uint64_t reads_while_waiting() const {
+        std::lock_guard g(m_);
+        return reads_while_waiting_;
+    }
+
+private:
+    struct Due {
+        Clock::time_point at;
+        std::string uuid;
+        uint64_t reads_at_request;
+    };
+    uint64_t reads() const { return counted_ ? counted_->stats().reads : 0; }
+    void run() {
+        std::unique_lock l(m_);
+        while (!stop_) {
+            auto next = std::min_element(due_.begin(), due_.end(), [](auto& a, auto& b) { return a.at < b.at; });
+            if (next == due_.end()) {
+                cv_.wait(l);
+                continue;
+            }
+            if (Clock::now() < next->at) {
+                cv_.wait_until(l, next->at);
+                continue;
+            }
+            auto due = *next;
+            due_.erase(next);
+            reads_while_waiting_ += reads() - due.reads_at_request;
+            l.unlock();
+            if (auto d = lv_.lookup(due.uuid)) virDomainDestroy(d.get());
+            l.lock();
+        }
+    }
+
+    Connection& lv_;
+    std::optional<std::chrono::milliseconds> delay_;
+    std::shared_ptr<zk::Session> counted_;
+    mutable std::mutex m_;
+    std::condition_variable cv_;
+    std::vector<Due> due_;
+    int requests_ = 0;
+    uint64_t reads_while_waiting_ = 0;
+    bool stop_ = false;
+    std::thread thread_;
 };
 
 inline std::string vm_xml(const std::string& name, const std::string& uuid, int mem_mib = 64, bool vnc = false) {
