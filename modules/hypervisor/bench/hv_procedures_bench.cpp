@@ -41,6 +41,11 @@ void print_reads(const char* node, zk::OpCounts before, zk::OpCounts after, doub
         static_cast<unsigned long long>(after.requests - before.requests));
 }
 
+// Guests power off well before the shutdown timeout: no VM is destroyed.
+int shutdown_timeout(std::chrono::milliseconds delay) {
+    return std::max(60, static_cast<int>(4 * std::chrono::duration_cast<std::chrono::seconds>(delay).count()));
+}
+
 class Bench : public HvTest {
 public:
     void TestBody() override {}
@@ -49,6 +54,7 @@ public:
         SetUp();
         register_node("hv1");
         TestNode n1("hv1", server.hosts(), dir.path(), private_uri());
+        n1.config.vm_shutdown_timeout = shutdown_timeout(delay);
         n1.start();
         std::vector<std::string> ids;
         for (int i = 0; i < vms; i++) {
@@ -78,6 +84,7 @@ public:
         register_node("hv2");
         TestNode n1("hv1", server.hosts(), dir.path(), private_uri(), parallel);
         TestNode n2("hv2", server.hosts(), dir.path(), private_uri(), parallel);
+        n1.config.vm_shutdown_timeout = n2.config.vm_shutdown_timeout = shutdown_timeout(delay);
         n1.start();
         n2.start();
         std::vector<std::string> ids;

@@ -80,7 +80,8 @@ void Domain::attach() {
     // Unreadable now: the watch's first dispatch reads again (and retries).
     std::weak_ptr<Domain> weak = weak_from_this();
     try {
-        auto w = sh_.zk->watch_data(path("domain.state"), [weak](const std::optional<std::string>& v, const zk::Stat& st) {
+        auto w = sh_.zk->watch_data(path("domain.state"),
+                                    [weak](const std::optional<std::string>& v, const zk::Stat& st) {
             if (auto self = weak.lock()) self->on_state(v, st);
         });
         std::lock_guard g(console_m_);
@@ -483,7 +484,8 @@ void Domain::destroy_sequence() {
         virDomainDestroy(d.get());
         // Destroyed again if still running 200 ms later; its STOPPED event ends the wait earlier.
         const auto until = std::chrono::steady_clock::now() + 200ms;
-        while (running() && std::chrono::steady_clock::now() < until && wake_.wait_until(seen, until)) seen = wake_.seen();
+        while (running() && std::chrono::steady_clock::now() < until && wake_.wait_until(seen, until))
+            seen = wake_.seen();
         if (running()) virDomainDestroy(d.get());
     }
 }

@@ -218,6 +218,13 @@ void Hypervisor::run_job(Job& job) {
     else log_.info("Node {} of {} superseded ({})", job.action, shared_->me, zk::to_string(st));
 }
 
+namespace {
+// The version an in-flight VM's state must pass to count: the one read before
+// the job's write; after a failed write (it may or may not have applied) any
+// value counts, as the next read of the state would.
+int32_t in_flight_after(bool written, const zk::Stat& read_before) { return written ? read_before.version : -1; }
+}  // namespace
+
 Domain::Seen Hypervisor::state_of(const std::string& uuid, bool& watched) {
     watched = true;
     auto d = domain(uuid);
@@ -305,20 +312,23 @@ bool Hypervisor::flush(Job& job) {
         } catch (const std::exception& e) {
             log_.error("VM {}: target selection failed: {}", uuid, e.what());
         }
+        bool written = false;
         if (target && *target == home) {
             // The best place is its home: send it home (the reference shuts it down instead).
             log_.info("VM {}: flushing home to {}", uuid, home);
-            shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), home}, {key("domain.last_node"), ""}});
+            written = shared_->write(
+                {{key("domain.state"), "migrate"}, {key("domain.node"), home}, {key("domain.last_node"), ""}});
         } else if (target) {
             log_.info("VM {}: flushing to {}", uuid, *target);
-            shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), *target}, {key("domain.last_node"), home}});
+            written = shared_->write(
+                {{key("domain.state"), "migrate"}, {key("domain.node"), *target}, {key("domain.last_node"), home}});
         } else if (state->is("start")) {
             log_.info("VM {}: no migration target; shutting down", uuid);
-            shared_->write({{key("domain.state"), "shutdown"}, {key("domain.meta.autostart"), "True"}});
+            written = shared_->write({{key("domain.state"), "shutdown"}, {key("domain.meta.autostart"), "True"}});
         } else {
             continue;
         }
-        inflight.push_back({uuid, state_stat.version, Clock::now() + 120s});
+        inflight.push_back({uuid, in_flight_after(written, state_stat), Clock::now() + 120s});
         if (!wait_settled(job, inflight, bound - 1)) return false;
     }
     return wait_settled(job, inflight, 0);
@@ -353,8 +363,9 @@ bool Hypervisor::unflush(Job& job) {
         if (lastnode->value_or("") != me) continue;
         if (state->is("start")) {
             log_.info("VM {}: returning home", uuid);
-            shared_->write({{key("domain.state"), "migrate"}, {key("domain.node"), me}, {key("domain.last_node"), ""}});
-            inflight.push_back({uuid, state_stat.version, Clock::now() + 120s});
+            bool written = shared_->write(
+                {{key("domain.state"), "migrate"}, {key("domain.node"), me}, {key("domain.last_node"), ""}});
+            inflight.push_back({uuid, in_flight_after(written, state_stat), Clock::now() + 120s});
             if (!wait_settled(job, inflight, bound - 1)) return false;
         } else {
             // Not running: re-assign only (the reference sets `migrate` and leaves it stuck).
