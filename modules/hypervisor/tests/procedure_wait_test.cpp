@@ -95,6 +95,28 @@ TEST_F(SlowGuestNode, AShutdownTimeoutStillDestroys) {
     EXPECT_FALSE(running(u));
 }
 
+TEST_F(SlowGuestNode, AShutdownWaitingThroughAZooKeeperOutageIsNotAbortedAndEndsInStop) {
+    // Operations give up after 1 s while ZooKeeper is down.
+    n1 = std::make_unique<TestNode>("hv1", server.hosts(), dir.path(), private_uri(), 1, 1000ms);
+    n1->config.vm_shutdown_timeout = 60;
+    n1->start();
+    auto u = uuid_n(906);
+    running_vm(u, "slow6");
+    SlowGuests guests(n1->hv->libvirt(), 2s);
+    set("domain.state", u, "shutdown");
+    ASSERT_TRUE(eventually([&] { return guests.requests() == 1; }));
+    // The watch cannot deliver and the state cannot be read: no reason to abort.
+    server.stop();
+    ASSERT_TRUE(eventually([&] { return !running(u); }, 10s));  // the guest powered off meanwhile
+    std::this_thread::sleep_for(1500ms);
+    server.start();
+    EXPECT_TRUE(eventually([&] {
+        try { return get("domain.state", u) == "stop"; } catch (const std::exception&) { return false; }
+    }, 30s));
+    EXPECT_FALSE(running(u));
+    EXPECT_EQ(guests.requests(), 1);   // never asked again, never restarted
+}
+
 class SlowGuestFlush : public HvTest {
 protected:
     void SetUp() override {
