@@ -87,14 +87,20 @@ Lab::Lab(LabOptions options) : options_(std::move(options)) {
     fs::path module = fs::path(build) / "modules" / "libpvc-module-hypervisor.so";
     if (!fs::exists(pvcnoded)) throw std::runtime_error("daemon not built: " + pvcnoded.string());
     if (!fs::exists(module)) throw std::runtime_error("hypervisor module not built: " + module.string());
-    for (const char* tool : {"libvirtd", "virsh", "qemu-system-x86_64", "java"})
-        if (run({"sh", "-c", std::string("command -v ") + tool}).status != 0)
-            throw std::runtime_error(std::string("required tool not installed: ") + tool);
+    fs::path fencing_module = fs::path(build) / "modules" / "libpvc-module-fencing.so";
+    if (options_.fencing && !fs::exists(fencing_module))
+        throw std::runtime_error("fencing module not built: " + fencing_module.string());
+    std::vector<std::string> tools{"libvirtd", "virsh", "qemu-system-x86_64", "java"};
+    if (options_.fencing) tools.insert(tools.end(), {"ipmi_sim", "ipmitool", "iptables"});
+    for (const auto& tool : tools)
+        if (run({"sh", "-c", "command -v " + tool}).status != 0)
+            throw std::runtime_error("required tool not installed: " + tool);
 
     // A fixed directory: a crashed earlier run is cleaned up by the first `down`.
     dir_ = fs::path(env_or("TMPDIR", "/tmp")) / (std::string(lab_name) + "-lab");
     console_dir_ = dir_ / "console";
-    // Only the hypervisor module: the test is about it, not about fencing.
+    // The hypervisor module, and the fencing module only for the fencing tests:
+    // the others are about the hypervisor and must not see a fence.
     fs::path modules = dir_ / "modules";
 
     setenv("PVC_LAB_NAME", lab_name, 1);
@@ -108,12 +114,19 @@ Lab::Lab(LabOptions options) : options_(std::move(options)) {
     setenv("PVC_LAB_CONSOLE_LOG_LINES", "100", 1);
     setenv("PVC_LAB_DEBUG", "true", 1);
     setenv("PVC_LAB_HOST_LINK", "1", 1);
+    std::string coordinators;
+    for (int n : options_.coordinators) coordinators += (coordinators.empty() ? "" : " ") + node_name(n);
+    setenv("PVC_LAB_COORDINATORS", coordinators.c_str(), 1);
+    setenv("PVC_LAB_FENCE_INTERVALS", std::to_string(options_.fence_intervals).c_str(), 1);
+    setenv("PVC_LAB_SAVING_THROWS", std::to_string(options_.saving_throws).c_str(), 1);
+    setenv("PVC_LAB_SUCCESSFUL_FENCE", options_.successful_fence.c_str(), 1);
 
     script("lab.sh", {"down"});
     fs::remove_all(dir_);
     fs::create_directories(modules);
     fs::create_directories(console_dir_);
     fs::create_symlink(module, modules / module.filename());
+    if (options_.fencing) fs::create_symlink(fencing_module, modules / fencing_module.filename());
     owns_dir_ = true;
 
     try {
@@ -138,6 +151,9 @@ Lab::Lab(LabOptions options) : options_(std::move(options)) {
         }
         zk_->write(schema::path("base.schema.version"), std::to_string(schema::version));
 
+        // BMCs before the daemons: bmc.sh freezes the settings power on needs.
+        if (options_.fencing)
+            for (auto& n : nodes) must("bmc.sh", {"start", n});
         for (int n : options_.nodes) start_daemon(n);
     } catch (...) {
         teardown();
@@ -186,14 +202,35 @@ CommandResult Lab::in_node(int n, const std::vector<std::string>& argv) const {
 void Lab::start_daemon(int n) {
     must("node.sh", {"start", std::to_string(n)});
     // Registered and running: the first keepalive writes daemonstate=run.
+    if (!wait_daemon_run(n, 30s))
+        throw std::runtime_error("pvcnoded " + node_name(n) + " did not reach daemonstate=run:\n" + daemon_log(n));
+}
+
+bool Lab::daemon_running(int n) const { return script("node.sh", {"status", std::to_string(n)}).status == 0; }
+
+bool Lab::wait_daemon_run(int n, std::chrono::milliseconds timeout) const {
     std::string key = schema::path("node.state.daemon", {node_name(n)});
-    auto end = std::chrono::steady_clock::now() + 30s;
+    auto end = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < end) {
-        if (zk_->get(key).value_or("") == "run") return;
-        if (script("node.sh", {"status", std::to_string(n)}).status != 0) break;
+        if (zk_->get(key).value_or("") == "run" && daemon_running(n)) return true;
         std::this_thread::sleep_for(50ms);
     }
-    throw std::runtime_error("pvcnoded " + node_name(n) + " did not reach daemonstate=run:\n" + daemon_log(n));
+    return false;
+}
+
+std::string Lab::bmc_addr(int n) const { return trim(script("bmc.sh", {"addr", std::to_string(n)}).output); }
+
+CommandResult Lab::chassis_power(int n, const std::string& op) const {
+    // As a client of the BMC would; -C 3 spares ipmi_sim's cipher-suite probing.
+    return run({"ipmitool", "-I", "lanplus", "-C", "3", "-H", bmc_addr(n), "-U", "admin", "-P", "pass", "chassis",
+                "power", op});
+}
+
+std::string Lab::chassis_log(int n) const {
+    std::ifstream in(dir_ / node_name(n) / "bmc" / "chassis.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
 }
 
 int Lab::libvirtd_pid(int n) const {
@@ -266,6 +303,8 @@ bool NodeView::pause_and_resume(const std::string& uuid) {
     virDomainFree(d);
     return ok;
 }
+
+bool NodeView::connected() const { return conn_ && virConnectIsAlive(conn_) == 1; }
 
 // ---------------------------------------------------------------- Client
 

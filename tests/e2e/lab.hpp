@@ -38,6 +38,14 @@ struct LabOptions {
     std::vector<int> nodes{1};
     int vm_shutdown_timeout = 3;
     int keepalive_interval = 5;
+    // Fencing: a BMC per node (tools/lab/bmc.sh; power off kills the node's
+    // daemon, libvirtd and guests, power on boots them), the fencing module
+    // loaded, and these nodes as coordinators (the ones that fence).
+    bool fencing = false;
+    std::vector<int> coordinators;
+    int fence_intervals = 6;
+    int saving_throws = 6;
+    std::string successful_fence = "none";
 };
 
 class Lab {
@@ -63,6 +71,16 @@ public:
 
     void start_daemon(int n);
     void stop_daemon(int n);
+    bool daemon_running(int n) const;
+    // Waits until node n's daemonstate is `run`; false on timeout.
+    bool wait_daemon_run(int n, std::chrono::milliseconds timeout) const;
+
+    // Node n's BMC (LabOptions::fencing): its address, and `ipmitool ... chassis
+    // power <op>` run against it as a client would (off|on|status).
+    std::string bmc_addr(int n) const;
+    CommandResult chassis_power(int n, const std::string& op) const;
+    // What the BMC did (tools/lab/chassis.sh's log).
+    std::string chassis_log(int n) const;
     std::string daemon_log(int n) const;
     // The daemons' output, for failure messages.
     std::string all_daemon_logs() const;
@@ -93,6 +111,8 @@ public:
     bool destroy(const std::string& uuid);
     // Suspends and resumes the guest: two lifecycle events, nothing else changes.
     bool pause_and_resume(const std::string& uuid);
+    // False once the node's libvirtd is gone (its power was cut).
+    bool connected() const;
 
 private:
     std::string uri_;

@@ -13,11 +13,14 @@
 #   PVC_LAB_ZK                ZooKeeper "host:port" (default: zookeeper.sh hosts)
 #   PVC_LAB_COORDINATORS      space-separated coordinator node names (default: none;
 #                             then ZooKeeper is given by address and every node is a
-#                             hypervisor)
+#                             hypervisor). Coordinators are named as on a real cluster
+#                             (hvN, port 2181): the node's netns forwards <net>.*:2181
+#                             to the lab's ZooKeeper (an iptables DNAT rule)
 #   PVC_LAB_VM_SHUTDOWN_TIMEOUT (default 180), PVC_LAB_KEEPALIVE_INTERVAL (default 5),
 #   PVC_LAB_CONSOLE_LOG_LINES (default 1000), PVC_LAB_DEBUG (default false),
 #   PVC_LAB_CONSOLE_DIR       console_log_directory (default: per node, under its state)
-#   PVC_LAB_SUCCESSFUL_FENCE  successful_fence (default none), PVC_LAB_SAVING_THROWS (default 6);
+#   PVC_LAB_SUCCESSFUL_FENCE  successful_fence (default none), PVC_LAB_SAVING_THROWS (default 6),
+#   PVC_LAB_FENCE_INTERVALS   fence_intervals (default 6);
 #                             the node's IPMI details are its lab BMC (bmc.sh)
 # Daemon state: $PVC_LAB_DIR/hvN/pvcnoded/{pvcnoded.yaml,run,log,console,pid,out.log}
 set -euo pipefail
@@ -61,7 +64,7 @@ write_config() {
         echo "    intervals:"
         echo "      vm_shutdown_timeout: ${PVC_LAB_VM_SHUTDOWN_TIMEOUT:-180}"
         echo "      keepalive_interval: ${PVC_LAB_KEEPALIVE_INTERVAL:-5}"
-        echo "      fence_intervals: 6"
+        echo "      fence_intervals: ${PVC_LAB_FENCE_INTERVALS:-6}"
         echo "      suicide_intervals: 0"
         echo "    fencing:"
         echo "      actions:"
@@ -108,6 +111,15 @@ start)
     bin=${PVC_LAB_PVCNODED:-$(command -v pvcnoded || true)}
     [ -x "$bin" ] || lab_die "pvcnoded not found (set PVC_LAB_PVCNODED)"
     cfg=$(write_config)
+    if [ -n "${PVC_LAB_COORDINATORS:-}" ]; then
+        # The daemon connects to its coordinators by name (hvN:2181) as on a real
+        # cluster; in the lab the one ZooKeeper answers for all of them.
+        zk=${PVC_LAB_ZK:-$("$HERE/zookeeper.sh" hosts)}
+        ns=$(node_ns "$node")
+        rule=(OUTPUT -p tcp -d "$PVC_LAB_NET.0/24" --dport 2181 -j DNAT --to-destination "$zk")
+        ip netns exec "$ns" iptables -t nat -C "${rule[@]}" 2>/dev/null ||
+            ip netns exec "$ns" iptables -t nat -A "${rule[@]}" || lab_die "cannot forward port 2181 in $ns (iptables nat)"
+    fi
     # The libvirtd's namespaces: same hostname, /run/libvirt, /etc/hosts and network.
     nsenter -t "$lvpid" -m -u -n env PVCD_CONFIG_FILE="$cfg" "$bin" --config "$cfg" \
         </dev/null >"$R/out.log" 2>&1 &

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/target.hpp"
 
@@ -28,6 +29,37 @@ std::vector<std::string> words(const std::string& s) {
     return out;
 }
 
+// What one VM adds to its new node, as the node will report it once the VM
+// runs there.
+struct VmLoad {
+    long memory_mib = 0;
+    long vcpus = 1;
+};
+
+VmLoad vm_load(zk::Session& zk, const std::string& uuid) {
+    VmLoad load;
+    if (auto xml = try_parse_domain_xml(zk.get(schema::path("domain.xml", {uuid})).value_or(""))) {
+        load.memory_mib = xml->memory_mib().value_or(0);
+        load.vcpus = xml->vcpus.value_or(1);
+    }
+    return load;
+}
+
+// Books (sign +1) or returns (-1) a VM on `node` in the snapshot, so the next
+// choice sees the node as it will be: every selector's figure moves. The
+// load figure is the load average; a running vCPU adds up to one to it.
+void book(std::vector<target::NodeFigures>& nodes, const std::string& node, const VmLoad& vm, int sign) {
+    for (auto& n : nodes) {
+        if (n.name != node) continue;
+        if (n.memfree) *n.memfree -= sign * vm.memory_mib;
+        if (n.memused) *n.memused += sign * vm.memory_mib;
+        if (n.memprov) *n.memprov += sign * vm.memory_mib;
+        if (n.vcpualloc) *n.vcpualloc += sign * vm.vcpus;
+        if (n.domainscount) *n.domainscount += sign;
+        if (n.cpuload) *n.cpuload += sign * static_cast<double>(vm.vcpus);
+    }
+}
+
 }  // namespace
 
 RecoveryResult recover_node(zk::Session& zk, const std::string& dead, RbdLockBreaker& locks, const Logger& log,
@@ -46,7 +78,10 @@ RecoveryResult recover_node(zk::Session& zk, const std::string& dead, RbdLockBre
         log.warn("Could not write domainstate fence-flush for {}", dead);
 
     // One snapshot of the nodes for every choice: their figures change only
-    // at their own keepalives, which a recovery of a few seconds outruns.
+    // at their own keepalives, which a recovery of a few seconds outruns. So
+    // the VMs already given a node in this recovery are booked on it in the
+    // snapshot (a running tally): otherwise every VM would go to the one
+    // node that looked best at the start.
     std::vector<target::NodeFigures> nodes;
     try {
         nodes = target::read_nodes(zk);
@@ -67,7 +102,13 @@ RecoveryResult recover_node(zk::Session& zk, const std::string& dead, RbdLockBre
                 } else {
                     auto request = target::read_request(zk, uuid);
                     request.exclude.push_back(dead);
-                    auto target = target::choose(nodes, request);
+                    const VmLoad load = vm_load(zk, uuid);
+                    std::optional<std::string> target;
+                    {
+                        std::lock_guard g(m);
+                        target = target::choose(nodes, request);
+                        if (target) book(nodes, *target, load, +1);
+                    }
                     bool ok;
                     if (target) {
                         ok = zk.write({{schema::path("domain.state", {uuid}), "start"},
@@ -79,8 +120,15 @@ RecoveryResult recover_node(zk::Session& zk, const std::string& dead, RbdLockBre
                                        {schema::path("domain.meta.autostart", {uuid}), "True"}});
                         if (ok) log.warn("No target for VM {}: stopped, it starts when {} is ready again", uuid, dead);
                     }
-                    if (!ok) log.warn("Failed to migrate VM {}, continuing: write failed", uuid);
-                    else outcome = target ? moved : stopped;
+                    if (!ok) {
+                        log.warn("Failed to migrate VM {}, continuing: write failed", uuid);
+                        if (target) {
+                            std::lock_guard g(m);
+                            book(nodes, *target, load, -1);
+                        }
+                    } else {
+                        outcome = target ? moved : stopped;
+                    }
                 }
             } catch (const std::exception& e) {
                 log.warn("Failed to migrate VM {}, continuing: {}", uuid, e.what());

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -23,6 +25,7 @@
 #include "pvc/schema.hpp"
 #include "pvc/test/daemon_process.hpp"
 #include "pvc/test/zk_server.hpp"
+#include "recovery.hpp"
 #include "self_fence.hpp"
 
 using namespace std::chrono_literals;
@@ -248,6 +251,51 @@ TEST_F(Fencing, DeadNodeIsFencedOnceAndItsVmsStartElsewhere) {
     EXPECT_EQ(get(path("node.state.daemon", {"hv1"})), "run");
     EXPECT_EQ(get(path("node.state.daemon", {"hv2"})), "run");
 }
+
+// Recovery books every VM it places on its target before choosing the next
+// one: with one snapshot alone, all four VMs would go to hv1, the best node
+// at the start under every selector.
+class RecoverySpread : public Fencing, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(RecoverySpread, VmsOfTheDeadNodeAreSpreadOverTheSurvivors) {
+    const std::string selector = GetParam();
+    session->write(path("base.config.migration_target_selector"), selector);
+    add_node("hv1", 1, "pass", 4100);
+    add_node("hv2", 2, "pass", 4000);
+    add_node("hv3", 3);
+    auto figures = [&](const std::string& n, long vcpus, const std::string& load) {
+        session->write({{path("node.memory.used", {n}), "1000"},
+                        {path("node.memory.provisioned", {n}), "0"},
+                        {path("node.vcpu.allocated", {n}), std::to_string(vcpus)},
+                        {path("node.count.provisioned_domains", {n}), "0"},
+                        {path("node.cpu.load", {n}), load}});
+    };
+    figures("hv1", 0, "0.1");
+    figures("hv2", 1, "0.2");
+    std::string running;
+    for (int i = 0; i < 4; ++i) {
+        std::string uuid = "vm-" + std::to_string(i);
+        add_vm(uuid, "hv3");
+        session->write(path("domain.xml", {uuid}), "<domain type='kvm'><name>" + uuid +
+                                                        "</name><memory unit='MiB'>1024</memory><vcpu>2</vcpu></domain>");
+        running += uuid + " ";
+    }
+    session->write(path("node.running_domains", {"hv3"}), running);
+
+    NoRbdLockBreaker locks(log);
+    auto r = recover_node(*session, "hv3", locks, log, 8);
+    EXPECT_EQ(r.moved, 4);
+    std::map<std::string, int> per_node;
+    for (int i = 0; i < 4; ++i) {
+        std::string uuid = "vm-" + std::to_string(i);
+        EXPECT_EQ(get(path("domain.state", {uuid})), "start") << uuid;
+        ++per_node[get(path("domain.node", {uuid}))];
+    }
+    EXPECT_EQ(per_node, (std::map<std::string, int>{{"hv1", 2}, {"hv2", 2}})) << "selector " << selector;
+    EXPECT_EQ(get(path("node.state.domain", {"hv3"})), "flushed");
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySelector, RecoverySpread, ::testing::Values("mem", "memprov", "load", "vcpus", "vms"));
 
 TEST_F(Fencing, NodeSilentForLessThanTheDeadlineIsNotFenced) {
     add_node("hv1", 1);
@@ -526,4 +574,114 @@ TEST(FencingEnsemble, LeaderKilledCausesNoFence) {
     std::this_thread::sleep_for(5s);
     EXPECT_EQ(fencer.jobs_started(), 0);
     EXPECT_FALSE(states.saw("dead"));
+}
+
+// A mixed cluster: no reference daemon is installable here, so its fence
+// decision is EMULATED from the spec (node-lifecycle.md §10.2) with kazoo, on
+// the same keys: each interval, every node whose written keepalive is older
+// than the coordinator's clock minus interval × fence_intervals and whose
+// state is `run` → kazoo WriteLock on /nodes/<n>/daemonstate (blocking) →
+// re-read; not `dead` → the fence job is decided ("FENCE <n>" here), `dead`
+// is written `hold` seconds later (the time the reference takes to start its
+// job thread, widened), the lock released; the job ends with `fenced` an
+// interval later (a successful fence, no saving throws).
+namespace {
+
+const char* reference_coordinator = R"(
+import sys, time, threading
+from kazoo.client import KazooClient
+hosts, interval, fence_intervals, hold, duration = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+zk = KazooClient(hosts=hosts); zk.start(timeout=15)
+def get(p):
+    return zk.get(p)[0].decode()
+def job(node):
+    time.sleep(interval)
+    zk.set('/nodes/%s/daemonstate' % node, b'fenced')
+jobs = []
+end = time.time() + duration
+while time.time() < end:
+    dead_line = int(time.time()) - interval * fence_intervals
+    for node in zk.get_children('/nodes'):
+        try:
+            state = get('/nodes/%s/daemonstate' % node)
+            keepalive = int(get('/nodes/%s/keepalive' % node))
+        except Exception:
+            state, keepalive = 'unknown', 0
+        if keepalive < dead_line and state == 'run':
+            print('seems dead', node, flush=True)
+            with zk.WriteLock('/nodes/%s/daemonstate' % node, 'reference'):
+                if get('/nodes/%s/daemonstate' % node) != 'dead':
+                    print('FENCE', node, flush=True)
+                    t = threading.Thread(target=job, args=(node,)); jobs.append(t)
+                    time.sleep(hold)
+                    zk.set('/nodes/%s/daemonstate' % node, b'dead')
+                    t.start()
+    time.sleep(interval)
+for t in jobs: t.join()
+zk.stop(); zk.close()
+)";
+
+}  // namespace
+
+TEST_F(Fencing, EmulatedReferenceCoordinatorAndOursNeverBothFenceANode) {
+    add_node("hv1", 1);
+    add_node("hv2", 2);
+    set_live("hv1", true);
+    set_live("hv2", true);
+    struct Case {
+        const char* what;
+        int reference_intervals;  // ours: 3
+        double hold;              // seconds the reference holds the lock before writing dead
+        std::chrono::milliseconds ours_later;  // our fencer starts (and begins to trust) this much later
+        int reference_fences, our_fences;      // -1: either, the sum is 1
+    };
+    const Case cases[] = {
+        // The reference finds the node dead first and holds the lock while ours judges it dead too.
+        {"reference first", 3, 3.0, 2000ms, 1, 0},
+        // Ours fences first (it judges 3-5 s after the last keepalive); the
+        // reference's scans come while our job runs or after it.
+        {"ours first", 7, 0.0, 0ms, 0, 1},
+        // The same deadline: both contend for the lock in the same second.
+        {"same deadline", 3, 0.2, 0ms, -1, -1},
+    };
+    int index = 3;
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.what);
+        std::string dead = "hv" + std::to_string(index);
+        add_node(dead, index);
+        auto& bmc = add_bmc(dead, index);
+        ++index;
+        auto reference_run = std::async(std::launch::async, [&] {
+            return pvc::test::run_python(reference_coordinator,
+                                         {zk.hosts(), "1", std::to_string(c.reference_intervals),
+                                          std::to_string(c.hold), "12"},
+                                         60s);
+        });
+        std::this_thread::sleep_for(c.ours_later);
+        auto ipmi = ipmitool();
+        NoRbdLockBreaker locks(log);
+        Fencer ours(connect(), *ipmi, locks, log, settings(0), 3);
+        ours.start();
+        Ticker ticks(1000ms, [&] { ours.on_tick(); });
+        auto reference = reference_run.get();
+        ASSERT_EQ(reference.status, 0) << reference.err;
+        std::this_thread::sleep_for(2s);  // our job, if any, has ended
+        int reference_fences = 0;
+        for (auto p = reference.out.find("FENCE " + dead + "\n"); p != std::string::npos;
+             p = reference.out.find("FENCE " + dead + "\n", p + 1))
+            ++reference_fences;
+        EXPECT_EQ(reference_fences + ours.jobs_started(), 1) << "reference: " << reference.out;
+        if (c.reference_fences >= 0) {
+            EXPECT_EQ(reference_fences, c.reference_fences) << reference.out;
+        }
+        if (c.our_fences >= 0) {
+            EXPECT_EQ(ours.jobs_started(), c.our_fences);
+        }
+        // Whoever fenced, the keys end as the spec sequences them.
+        EXPECT_EQ(get(path("node.state.daemon", {dead})), "fenced");
+        // Only our job uses the BMC (the emulation stops at the decision).
+        EXPECT_EQ(bmc.power_commands().size(), ours.jobs_started() == 1 ? 2u : 0u);
+        std::cout << "[ mixed    ] " << c.what << ": reference fences " << reference_fences << ", ours "
+                  << ours.jobs_started() << "\n";
+    }
 }
