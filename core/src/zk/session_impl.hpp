@@ -1,4 +1,7 @@
 // The libzookeeper_mt-backed Session (internal; Lock uses its wait hooks).
+// session.cpp: connection, session states, event thread; session_ops.cpp:
+// requests and operations; session_watches.cpp: watches, session-event
+// subscriptions, one-shot waits.
 #pragma once
 
 #include <pvc/zk.hpp>

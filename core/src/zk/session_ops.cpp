@@ -1,0 +1,377 @@
+// pvc::zk::Session's operations: reads, writes, creates, deletes, multi
+// (Transaction) and the ephemerals the session re-creates after an expiry.
+//
+// Every request uses the asynchronous C API and waits on its own completion
+// with a deadline (options.op_timeout), so no call hangs while disconnected.
+#include "zk/request.hpp"
+#include "zk/session_impl.hpp"
+
+#include <pvc/schema.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace pvc::zk {
+
+namespace detail {
+
+// ---------------------------------------------------------------- helpers
+
+namespace {
+
+Status status_of(int rc) {
+    if (rc == ZOK) return Status::ok;
+    if (rc == ZNONODE) return Status::no_node;
+    if (rc == ZNODEEXISTS) return Status::node_exists;
+    if (rc == ZBADVERSION) return Status::bad_version;
+    if (rc == ZNOTEMPTY) return Status::not_empty;
+    if (rc == ZCONNECTIONLOSS) return Status::connection_loss;
+    if (rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || rc == ZSESSIONMOVED) return Status::session_expired;
+    if (rc == ZOPERATIONTIMEOUT) return Status::timeout;
+    if (rc == ZCLOSING) return Status::closed;
+    return Status::other;
+}
+
+[[noreturn]] void throw_rc(int rc, const std::string& what, const std::string& path) {
+    throw Error(status_of(rc), "ZooKeeper " + what + " " + path + ": " + zerror(rc) + " (" +
+                                   to_string(status_of(rc)) + ")");
+}
+
+Stat to_stat(const struct ::Stat* s) {
+    Stat out;
+    if (!s) return out;
+    out.version = s->version;
+    out.cversion = s->cversion;
+    out.mzxid = s->mzxid;
+    out.ephemeral_owner = s->ephemeralOwner;
+    out.num_children = s->numChildren;
+    return out;
+}
+
+std::string join(const std::string& parent, const std::string& child) {
+    return parent == "/" ? "/" + child : parent + "/" + child;
+}
+
+using Holder = std::shared_ptr<OpState>;
+Holder take(const void* data) {
+    auto* h = static_cast<Holder*>(const_cast<void*>(data));
+    Holder st = std::move(*h);
+    delete h;
+    return st;
+}
+
+}  // namespace
+
+void data_done(int rc, const char* value, int len, const struct ::Stat* stat, const void* data) {
+    auto st = take(data);
+    if (rc == ZOK) {
+        st->value = (value && len > 0) ? std::string(value, static_cast<size_t>(len)) : std::string();
+        st->has_value = true;
+        st->stat = to_stat(stat);
+    }
+    st->finish(rc);
+}
+
+void stat_done(int rc, const struct ::Stat* stat, const void* data) {
+    auto st = take(data);
+    if (rc == ZOK) st->stat = to_stat(stat);
+    st->finish(rc);
+}
+
+void strings_done(int rc, const struct String_vector* strings, const void* data) {
+    auto st = take(data);
+    if (rc == ZOK && strings)
+        for (int32_t i = 0; i < strings->count; ++i) st->strings.emplace_back(strings->data[i]);
+    st->finish(rc);
+}
+
+void string_done(int rc, const char* value, const void* data) {
+    auto st = take(data);
+    if (rc == ZOK && value) st->created = value;
+    st->finish(rc);
+}
+
+void void_done(int rc, const void* data) { take(data)->finish(rc); }
+
+std::vector<std::string> without_contenders(std::vector<std::string> v) {
+    v.erase(std::remove_if(v.begin(), v.end(), [](const std::string& c) { return schema::is_lock_contender(c); }),
+            v.end());
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+// ---------------------------------------------------------------- requests
+
+std::shared_ptr<ZHandle> SessionImpl::acquire_handle(Clock::time_point deadline, int& rc) {
+    std::unique_lock l(m_);
+    while (!closed_ && !(handle_ && connected_)) {
+        auto next = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
+        state_cv_.wait_until(l, next);
+        if (Clock::now() >= deadline) break;
+    }
+    if (closed_) { rc = ZCLOSING; return nullptr; }
+    if (!(handle_ && connected_)) { rc = ZOPERATIONTIMEOUT; return nullptr; }
+    return handle_;
+}
+
+int SessionImpl::call(const std::shared_ptr<OpState>& st, const std::function<int(zhandle_t*, const void*)>& submit,
+                      bool idempotent) {
+    auto deadline = Clock::now() + opts_.op_timeout;
+    for (;;) {
+        int rc = ZOK;
+        auto h = acquire_handle(deadline, rc);
+        if (!h) return rc;
+        {
+            std::lock_guard l(st->m);
+            st->done = false;
+            st->rc = ZOK;
+            st->has_value = false;
+            st->strings.clear();
+        }
+        auto* holder = new Holder(st);
+        rc = submit(h->zh, holder);
+        if (rc == ZOK) requests_++;
+        if (rc != ZOK) {
+            if (rc == ZBADARGUMENTS || rc == ZINVALIDSTATE) delete holder;
+            // Not sent (the handle just expired): safe to retry on the recovered session.
+            if (rc == ZINVALIDSTATE && !closed_ && Clock::now() < deadline) {
+                h.reset();
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                continue;
+            }
+            return rc;
+        }
+        h.reset();
+        std::unique_lock l(st->m);
+        while (!st->done && !closed_ && Clock::now() < deadline)
+            st->cv.wait_until(l, std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
+        if (!st->done) return closed_ ? ZCLOSING : ZOPERATIONTIMEOUT;
+        rc = st->rc;
+        l.unlock();
+        if (idempotent && (rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) && !closed_ &&
+            Clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            continue;
+        }
+        return rc;
+    }
+}
+
+std::optional<std::string> SessionImpl::get_watched(const std::string& path, Stat* stat, bool watch, int& rc) {
+    auto st = std::make_shared<OpState>();
+    reads_++;
+    rc = call(st, [&](zhandle_t* zh, const void* d) { return zoo_aget(zh, path.c_str(), watch, data_done, d); }, true);
+    if (rc != ZOK) return std::nullopt;
+    if (stat) *stat = st->stat;
+    return st->value;
+}
+
+std::optional<std::string> SessionImpl::get(const std::string& path, Stat* stat) {
+    int rc = ZOK;
+    auto v = get_watched(path, stat, false, rc);
+    if (rc == ZNONODE) return std::nullopt;
+    if (rc != ZOK) throw_rc(rc, "get", path);
+    return v;
+}
+
+bool SessionImpl::exists(const std::string& path, Stat* stat) {
+    auto st = std::make_shared<OpState>();
+    reads_++;
+    int rc = call(st, [&](zhandle_t* zh, const void* d) { return zoo_aexists(zh, path.c_str(), 0, stat_done, d); },
+                  true);
+    if (rc == ZNONODE) return false;
+    if (rc != ZOK) throw_rc(rc, "exists", path);
+    if (stat) *stat = st->stat;
+    return true;
+}
+
+std::optional<std::vector<std::string>> SessionImpl::raw_children(const std::string& path) {
+    auto st = std::make_shared<OpState>();
+    reads_++;
+    int rc = call(
+        st, [&](zhandle_t* zh, const void* d) { return zoo_aget_children(zh, path.c_str(), 0, strings_done, d); },
+        true);
+    if (rc == ZNONODE) return std::nullopt;
+    if (rc != ZOK) throw_rc(rc, "get_children", path);
+    return st->strings;
+}
+
+std::optional<std::vector<std::string>> SessionImpl::children(const std::string& path) {
+    auto raw = raw_children(path);
+    if (!raw) return std::nullopt;
+    return without_contenders(std::move(*raw));
+}
+
+std::string SessionImpl::create(const std::string& path, const std::string& data, bool ephemeral, bool sequential) {
+    auto st = std::make_shared<OpState>();
+    int mode = (ephemeral ? ZOO_EPHEMERAL : 0) | (sequential ? ZOO_SEQUENCE : 0);
+    int rc = call(
+        st,
+        [&](zhandle_t* zh, const void* d) {
+            return zoo_acreate(zh, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+                               mode, string_done, d);
+        },
+        false);
+    if (rc != ZOK) throw_rc(rc, "create", path);
+    return st->created;
+}
+
+Status SessionImpl::remove(const std::string& path, int32_t version) {
+    auto st = std::make_shared<OpState>();
+    int rc = call(
+        st, [&](zhandle_t* zh, const void* d) { return zoo_adelete(zh, path.c_str(), version, void_done, d); },
+        version == -1);
+    return status_of(rc);
+}
+
+void SessionImpl::ensure_path(const std::string& path) {
+    if (path.empty() || path == "/") return;
+    if (exists(path, nullptr)) return;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+        pos = path.find('/', pos + 1);
+        std::string prefix = path.substr(0, pos);
+        auto st = std::make_shared<OpState>();
+        int rc = call(
+            st,
+            [&](zhandle_t* zh, const void* d) {
+                return zoo_acreate(zh, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, string_done, d);
+            },
+            true);  // a repeated create of the same persistent path is harmless (node_exists)
+        if (rc != ZOK && rc != ZNODEEXISTS) throw_rc(rc, "create", prefix);
+    }
+}
+
+bool SessionImpl::remove_recursive(const std::string& path) {
+    auto kids = raw_children(path);
+    if (!kids) return false;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        for (const auto& k : *kids) remove_recursive(join(path, k));
+        Status s = remove(path);
+        if (s == Status::ok || s == Status::no_node) return true;
+        if (s != Status::not_empty) throw Error(s, std::string("ZooKeeper delete ") + path + ": " + to_string(s));
+        kids = raw_children(path);  // someone added a child meanwhile
+        if (!kids) return true;
+    }
+    throw Error(Status::not_empty, "ZooKeeper delete " + path + ": children keep appearing");
+}
+
+Status SessionImpl::commit(const Transaction& tx) {
+    if (tx.empty()) return Status::ok;
+    const auto& ops = tx.ops();
+    auto st = std::make_shared<OpState>();
+    int rc = call(
+        st,
+        [&](zhandle_t* zh, const void* d) {
+            size_t n = ops.size();
+            st->ops.assign(n, zoo_op_t{});
+            st->results.assign(n, zoo_op_result_t{});
+            st->bufs.assign(n, std::vector<char>(1024));
+            st->stats.assign(n, ::Stat{});
+            for (size_t i = 0; i < n; ++i) {
+                const auto& o = ops[i];
+                switch (o.kind) {
+                    case Transaction::Op::create:
+                        zoo_create_op_init(&st->ops[i], o.path.c_str(), o.data.data(), static_cast<int>(o.data.size()),
+                                           &ZOO_OPEN_ACL_UNSAFE, o.ephemeral ? ZOO_EPHEMERAL : 0, st->bufs[i].data(),
+                                           static_cast<int>(st->bufs[i].size()));
+                        break;
+                    case Transaction::Op::set:
+                        zoo_set_op_init(&st->ops[i], o.path.c_str(), o.data.data(), static_cast<int>(o.data.size()),
+                                        o.version, &st->stats[i]);
+                        break;
+                    case Transaction::Op::check: zoo_check_op_init(&st->ops[i], o.path.c_str(), o.version); break;
+                    case Transaction::Op::remove: zoo_delete_op_init(&st->ops[i], o.path.c_str(), o.version); break;
+                }
+            }
+            return zoo_amulti(zh, static_cast<int>(n), st->ops.data(), st->results.data(), void_done, d);
+        },
+        false);
+    if (rc != ZOK) {
+        // Report the failing op's own error, not the "rolled back" code of its neighbours.
+        std::lock_guard l(st->m);
+        if (st->done)
+            for (const auto& r : st->results)
+                if (r.err != ZOK && r.err != ZRUNTIMEINCONSISTENCY) return status_of(r.err);
+    }
+    return status_of(rc);
+}
+
+bool SessionImpl::write(const std::vector<KeyValue>& kvs) {
+    Transaction tx(*this);
+    try {
+        for (const auto& [path, data] : kvs) {
+            Stat s;
+            if (exists(path, &s)) {
+                tx.set(path, data, -1);
+                tx.check(path, s.version + 1);
+            } else {
+                tx.create(path, data);
+            }
+        }
+    } catch (const Error& e) {
+        spdlog::error("ZooKeeper write failed: {}", e.what());
+        return false;
+    }
+    Status s = commit(tx);
+    if (s != Status::ok) {
+        std::string keys;
+        for (const auto& kv : kvs) keys += (keys.empty() ? "" : ", ") + kv.first;
+        spdlog::error("ZooKeeper write of {} failed: {}", keys, to_string(s));
+        return false;
+    }
+    return true;
+}
+
+bool SessionImpl::create_ephemeral(const std::string& path, const std::string& data) {
+    auto st = std::make_shared<OpState>();
+    int rc = call(
+        st,
+        [&](zhandle_t* zh, const void* d) {
+            return zoo_acreate(zh, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+                               ZOO_EPHEMERAL, string_done, d);
+        },
+        false);
+    if (rc == ZNODEEXISTS || rc == ZCONNECTIONLOSS) {
+        // Ours already (an earlier attempt whose reply was lost)?
+        Stat s;
+        if (exists(path, &s) && s.ephemeral_owner == session_id()) rc = ZOK;
+        else if (rc == ZNODEEXISTS) return false;
+    }
+    if (rc != ZOK) throw_rc(rc, "create", path);
+    std::lock_guard l(reg_m_);
+    ephemerals_[path] = data;
+    return true;
+}
+
+void SessionImpl::remove_ephemeral(const std::string& path) {
+    {
+        std::lock_guard l(reg_m_);
+        if (!ephemerals_.erase(path)) return;
+    }
+    Stat s;
+    if (exists(path, &s) && s.ephemeral_owner == session_id()) remove(path, s.version);
+}
+
+}  // namespace detail
+
+Transaction& Transaction::create(std::string path, std::string data, bool ephemeral) {
+    ops_.push_back(Op{Op::create, std::move(path), std::move(data), -1, ephemeral});
+    return *this;
+}
+Transaction& Transaction::set(std::string path, std::string data, int32_t version) {
+    ops_.push_back(Op{Op::set, std::move(path), std::move(data), version, false});
+    return *this;
+}
+Transaction& Transaction::check(std::string path, int32_t version) {
+    ops_.push_back(Op{Op::check, std::move(path), {}, version, false});
+    return *this;
+}
+Transaction& Transaction::remove(std::string path, int32_t version) {
+    ops_.push_back(Op{Op::remove, std::move(path), {}, version, false});
+    return *this;
+}
+Status Transaction::commit() { return session_.commit(*this); }
+
+}  // namespace pvc::zk
