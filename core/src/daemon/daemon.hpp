@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -39,7 +40,11 @@ public:
     void request_shutdown();
 
 private:
-    struct Startup;  // failure during start-up: message + exit status
+    // A failure during start-up: its message and the exit status of run().
+    struct Startup : std::runtime_error {
+        Startup(const std::string& what, int status) : std::runtime_error(what), status(status) {}
+        int status;
+    };
 
     void start();
     void make_directories();
@@ -65,6 +70,8 @@ private:
     void shutdown();
     void notify(const char* state);
 
+    // The keepalive timestamp (seconds since the epoch), also registration's first value.
+    static long unix_now();
     std::string node_path(const char* key) const;
     bool write_own(const char* key, const std::string& value);
 

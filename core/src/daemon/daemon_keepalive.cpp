@@ -1,0 +1,179 @@
+// The keepalive (node-lifecycle.md §5): the loop that ticks every
+// keepalive_interval and feeds systemd's watchdog, and the tick: one
+// transaction with the core's figures and the modules' contributions, then
+// the health plugins and the keepalive log lines.
+#include "daemon/daemon.hpp"
+
+#include <ctime>
+
+#ifdef PVC_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "daemon/host_figures.hpp"
+#include "daemon/module_host.hpp"
+#include "health/health_host.hpp"
+#include "pvc/schema.hpp"
+
+namespace pvc {
+
+namespace {
+
+std::string tick_timestamp() { return timestamp_us("%Y-%m-%d %H:%M:%S"); }
+
+}  // namespace
+
+long Daemon::unix_now() { return static_cast<long>(std::time(nullptr)); }
+
+void Daemon::keepalive_loop() {
+    using clock = std::chrono::steady_clock;
+    const auto interval = std::chrono::seconds(cfg_.keepalive_interval);
+    // The first tick runs at once (not one interval later as in the
+    // reference): it is what moves the node to `run`.
+    auto next = clock::now();
+    // systemd's watchdog (WatchdogSec in the unit) restarts a daemon whose
+    // keepalive loop is stuck, before peers fence the node for it.
+    bool watchdog = false;
+#ifdef PVC_HAVE_SYSTEMD
+    uint64_t watchdog_usec = 0;
+    watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+#endif
+    std::unique_lock lk(ka_m_);
+    while (!ka_stop_) {
+        if (ka_cv_.wait_until(lk, next, [this] { return ka_stop_; })) break;
+        lk.unlock();
+        try {
+            keepalive_tick(false);
+        } catch (const std::exception& e) {
+            // The next tick tries again; the loop (and the process) must go on.
+            log_.error("Keepalive tick failed: {}", e.what());
+        }
+        if (watchdog) notify("WATCHDOG=1");
+        lk.lock();
+        // Coalescing: a tick that overran skips the missed slots.
+        auto now = clock::now();
+        do next += interval;
+        while (next <= now);
+    }
+}
+
+void Daemon::keepalive_tick(bool final_tick) {
+    std::lock_guard tick_guard(tick_m_);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string started = tick_timestamp();
+    std::string router, dstate, primary;
+    bool schema_ok, maintenance;
+    {
+        std::lock_guard g(state_m_);
+        router = router_state_;
+        dstate = daemon_state_;
+        primary = primary_node_;
+        schema_ok = schema_ok_;
+        maintenance = maintenance_;
+    }
+    if (!schema_ok) {
+        // Keep proving liveness, refuse to act (core/README.md, "Failure
+        // model"): a silent keepalive while our daemonstate stays `run` would
+        // get this node fenced. Only the timestamp is written (a key every
+        // schema version has); no figures, no primary duties, no module or
+        // health hooks, no keepalive_tick event (so no fencing scan either).
+        zk::Transaction tx(*zk_);
+        tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
+        zk::Status st = zk_->commit(tx);
+        if (st != zk::Status::ok) log_.error("Failed to set keepalive timestamp: {}", zk::to_string(st));
+        return;
+    }
+    const std::string& me = cfg_.host.hostname;
+    zk::Transaction tx(*zk_);
+
+    // Primary publications and primary key repair (§5.2 steps 2 and 4).
+    if (router == "primary") {
+        if (cfg_.enable_hypervisor) {
+            auto sel = zk_->get(schema::path("base.config.migration_target_selector"));
+            if (sel.value_or("") != cfg_.migration_target_selector)
+                tx.set(schema::path("base.config.migration_target_selector"), cfg_.migration_target_selector);
+        }
+        if (primary != me) tx.set(schema::path("base.config.primary_node"), me);
+    }
+    // Daemon state (§5.2 step 3): init/dead/fenced become run.
+    bool became_run = false;
+    if (!final_tick && dstate != "run" && dstate != "shutdown") {
+        tx.set(node_path("node.state.daemon"), "run");
+        became_run = true;
+    }
+
+    KeepaliveReport report;
+    report.router_state = router;
+    for (Module* m : modules_->modules()) {
+        try {
+            m->contribute(report);
+        } catch (const std::exception& e) {
+            log_.error("Module {} failed to contribute to the keepalive: {}", m->name(), e.what());
+        }
+    }
+    auto host = read_host_figures().value_or(HostFigures{});
+    tx.set(node_path("node.memory.total"), std::to_string(host.memtotal_mib));
+    tx.set(node_path("node.memory.used"), std::to_string(host.memused_mib));
+    tx.set(node_path("node.memory.free"), std::to_string(host.memfree_mib));
+    tx.set(node_path("node.cpu.load"), zk::py_float(host.cpuload));
+    for (auto& [path, value] : report.writes) tx.set(path, value);
+    tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
+
+    zk::Status st = zk::Status::other;
+    try {
+        st = zk_->commit(tx);
+    } catch (const std::exception& e) {
+        log_.error("Failed to set keepalive data: {}", e.what());
+    }
+    if (st == zk::Status::no_node) {
+        // A key of ours was deleted behind our back: recreate what is missing.
+        std::vector<zk::KeyValue> kvs;
+        for (const auto& op : tx.ops()) kvs.emplace_back(op.path, op.data);
+        log_.warn("Keepalive keys were missing; rewriting them with create-or-set");
+        st = zk_->write(kvs) ? zk::Status::ok : zk::Status::other;
+    }
+    if (st != zk::Status::ok) {
+        log_.error("Failed to set keepalive data: {}", zk::to_string(st));
+    } else if (became_run) {
+        {
+            std::lock_guard g(state_m_);
+            daemon_state_ = "run";
+        }
+        log_.ok("Node is in daemon state run");
+        events_.daemon_state.emit("run");
+        if (!ready_notified_) {
+            ready_notified_ = true;
+            notify("READY=1");
+        }
+    }
+    if (!final_tick) health_->on_keepalive(router);
+
+    if (cfg_.log_keepalives) {
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const char* rcol = router == "primary" ? ansi::green : router == "secondary" ? ansi::blue : ansi::cyan;
+        if (cfg_.log_colours)
+            log_.tick("{}{} keepalive @ {}{} [{}{}{}{}] in {:.2f} seconds", ansi::purple, me, started, ansi::end,
+                      ansi::bold, rcol, router, ansi::end, secs);
+        else
+            log_.tick("{} keepalive @ {} [{}] in {:.2f} seconds", me, started, router, secs);
+        if (cfg_.log_keepalive_cluster_details) {
+            auto h = health_->health();
+            std::string health = h ? std::to_string(*h) + "%" : "N/A";
+            if (cfg_.log_colours) {
+                const char* hcol = !h ? ansi::blue : *h > 90 ? ansi::green : *h > 50 ? ansi::yellow : ansi::red;
+                health = std::string(hcol) + health + ansi::end;
+            }
+            std::string fields;
+            for (const auto& f : keepalive_log_fields) {
+                auto it = report.log_fields.find(f.label);
+                fields += fmt::format("  {}: {}", f.label, it == report.log_fields.end() ? f.unset : it->second);
+            }
+            log_.tick("  Maintenance: {}  Health: {}{}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
+                      maintenance ? "True" : "False", health, fields, zk::py_float(host.cpuload), host.memused_mib,
+                      host.memfree_mib);
+        }
+    }
+    events_.keepalive_tick.emit();
+}
+
+}  // namespace pvc

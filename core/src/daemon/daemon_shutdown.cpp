@@ -1,0 +1,86 @@
+// The orderly shutdown (node-lifecycle.md §4, core/README.md "Shutdown"):
+// primary hand-over, the last keepalive, health cleanup, modules stopped,
+// `stop`, the ZooKeeper log drained, the session closed.
+#include "daemon/daemon.hpp"
+
+#include <thread>
+
+#include "daemon/module_host.hpp"
+#include "health/health_host.hpp"
+#include "pvc/schema.hpp"
+
+namespace pvc {
+
+void Daemon::request_shutdown() {
+    {
+        // A signal during start-up is acted on once start-up is complete.
+        std::lock_guard g(lifecycle_m_);
+        if (!started_) {
+            shutdown_pending_ = true;
+            return;
+        }
+    }
+    if (shutting_down_.exchange(true)) return;
+    shutdown_thread_ = std::thread([this] {
+        try {
+            shutdown();
+        } catch (const std::exception& e) {
+            log_.error("Shutdown sequence failed: {}; exiting", e.what());
+            exit_status_ = exit_failure;
+        }
+        executor_.io().stop();
+    });
+}
+
+void Daemon::shutdown() {
+    log_.system("Terminating pvcnoded and cleaning up");
+    notify("STOPPING=1");
+    if (!zk_) return;
+    write_own("node.state.daemon", "shutdown");
+    {
+        std::lock_guard g(state_m_);
+        daemon_state_ = "shutdown";
+    }
+    events_.daemon_state.emit("shutdown");
+
+    // Hand the primary role over if another node can take it (§4 step 4).
+    std::string router;
+    {
+        std::lock_guard g(state_m_);
+        router = router_state_;
+    }
+    auto nodes = zk_->children(schema::path("base.node")).value_or(std::vector<std::string>{});
+    if (router == "primary" && nodes.size() > 1) {
+        log_.info("Relinquishing primary role before shutdown");
+        zk_->write(schema::path("base.config.primary_node"), "none");
+        for (int i = 0; i < 240; ++i) {
+            {
+                std::lock_guard g(state_m_);
+                if (router_state_ == "secondary") break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+    }
+
+    // Stop the keepalive and run one last tick (it keeps `shutdown`).
+    {
+        std::lock_guard g(ka_m_);
+        ka_stop_ = true;
+    }
+    ka_cv_.notify_all();
+    if (keepalive_thread_.joinable()) keepalive_thread_.join();
+    if (modules_ && health_) keepalive_tick(true);
+
+    if (health_) health_->shutdown(std::chrono::seconds(10));
+    if (modules_) modules_->stop_all();  // never touches running VMs
+    write_own("node.state.daemon", "stop");
+    events_.daemon_state.emit("stop");
+    log_.ok("Node is in daemon state stop");
+    watches_.clear();
+    shutdown_log_sink(sink_);
+    node_guard_.reset();
+    zk_->close();
+    log_.ok("Terminated pvcnoded");
+}
+
+}  // namespace pvc
