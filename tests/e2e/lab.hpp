@@ -42,7 +42,7 @@ struct LabOptions {
     // daemon, libvirtd and guests, power on boots them), the fencing module
     // loaded, and these nodes as coordinators (the ones that fence).
     bool fencing = false;
-    std::vector<int> coordinators;
+    std::vector<int> coordinators{};
     int fence_intervals = 6;
     int saving_throws = 6;
     std::string successful_fence = "none";
