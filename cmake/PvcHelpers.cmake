@@ -39,6 +39,11 @@ function(pvc_add_test NAME)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  # ThreadSanitizer runs the same tests several times slower; their own waits
+  # scale likewise (tests/support/pvc/test/timing.hpp).
+  if(pvc_sanitize STREQUAL "thread")
+    math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * 3")
+  endif()
   add_test(NAME ${NAME} COMMAND ${NAME})
   set_tests_properties(${NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "PVC_BUILD_DIR=${PROJECT_BINARY_DIR};PVC_SOURCE_DIR=${PROJECT_SOURCE_DIR}")

@@ -50,7 +50,14 @@ SessionImpl::~SessionImpl() {
 
 void SessionImpl::start_and_wait() {
     static std::once_flag log_once;
-    std::call_once(log_once, [] { zoo_set_debug_level(ZOO_LOG_LEVEL_WARN); });
+    std::call_once(log_once, [] {
+        zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+        // spdlog's default logger exists before libzookeeper's threads log
+        // through zk_log: created lazily on one of them, it would reach the
+        // caller's thread only through libspdlog's static guard, a
+        // synchronisation ThreadSanitizer cannot see in an uninstrumented library.
+        spdlog::default_logger_raw();
+    });
     event_thread_ = std::thread([this] { event_loop(); });
     event_thread_id_ = event_thread_.get_id();
 

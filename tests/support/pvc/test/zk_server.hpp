@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "pvc/test/timing.hpp"
+
 namespace pvc::test {
 
 // A fresh temporary directory, removed (recursively) by the destructor.
@@ -64,10 +66,11 @@ ProcResult run_python(const std::string& script, const std::vector<std::string>&
 // Runs a command (argv), captures output.
 ProcResult run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout = std::chrono::seconds(60));
 
-// Polls `pred` every 20 ms until true or timeout; returns the last result.
+// Polls `pred` every 20 ms until true or timeout (scaled for sanitizer builds,
+// see timing.hpp); returns the last result.
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    auto end = std::chrono::steady_clock::now() + timeout;
+    auto end = std::chrono::steady_clock::now() + scaled(timeout);
     while (std::chrono::steady_clock::now() < end) {
         if (pred()) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
