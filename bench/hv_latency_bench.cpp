@@ -33,6 +33,7 @@
 #include <boost/dll/import.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include "daemon/module_info.hpp"
 #include "pvc/config.hpp"
 #include "pvc/log.hpp"
 #include "pvc/module.hpp"
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
     pvc::NodeContext ctx{cfg, pvc::Logger(sink, "hypervisor"), zk, executor, events, services};
 
     boost::dll::shared_library lib(module_file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
-    if (lib.get<const int>("pvc_module_abi") != pvc::module_abi) {
+    if (pvc::read_module_info(module_file).abi != pvc::abi_fingerprint()) {
         std::cerr << "hv_latency_bench: module ABI mismatch\n";
         return 1;
     }

@@ -1,12 +1,16 @@
 # pvc_add_module(NAME SOURCES ... [LIBRARIES ...])
 #   One folder = one module .so, loaded by the core's ModuleHost through Boost.DLL.
-#   Builds pvc-module-<NAME>.so into ${PROJECT_BINARY_DIR}/modules so tests and the
+#   Builds libpvc-module-<NAME>.so into ${PROJECT_BINARY_DIR}/modules so tests and the
 #   lab find every module in one directory, and installs it into the module dir.
+#   Modules link only the SDK (pvc::sdk); PVC_VERSION is the project's version,
+#   for PVC_MODULE_VERSION. Out of tree, PvcModule.cmake (find_package(pvc-sdk))
+#   gives the same helper as pvc_sdk_add_module.
 function(pvc_add_module NAME)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
   set(target pvc-module-${NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
-  target_link_libraries(${target} PRIVATE pvc::core ${ARG_LIBRARIES})
+  target_link_libraries(${target} PRIVATE pvc::sdk ${ARG_LIBRARIES})
+  target_compile_definitions(${target} PRIVATE PVC_VERSION="${PROJECT_VERSION}")
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     CXX_VISIBILITY_PRESET hidden
@@ -20,7 +24,7 @@ function(pvc_add_health_plugin NAME)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
   set(target pvc-plugin-${NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
-  target_link_libraries(${target} PRIVATE pvc::core ${ARG_LIBRARIES})
+  target_link_libraries(${target} PRIVATE pvc::sdk ${ARG_LIBRARIES})
   set_target_properties(${target} PROPERTIES
     PREFIX "" OUTPUT_NAME ${NAME}
     CXX_VISIBILITY_PRESET hidden
@@ -33,8 +37,8 @@ endfunction()
 function(pvc_add_test NAME)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LABELS;LIBRARIES" ${ARGN})
   add_executable(${NAME} ${ARG_SOURCES})
-  target_link_libraries(${NAME} PRIVATE pvc::core pvc::testsupport GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
-  # Tests may reach the core internals (daemon/, health/, zk/) as well as the SDK.
+  # Tests may reach the daemon internals (daemon/, health/, zk/) as well as the SDK.
+  target_link_libraries(${NAME} PRIVATE pvc::daemon pvc::testsupport GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
   target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)

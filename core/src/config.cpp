@@ -431,7 +431,24 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
         r.read_bool(r.child(functions, "enable_networking"), c.enable_networking);
         r.read_bool(r.child(functions, "enable_storage"), c.enable_storage);
         r.read_bool(r.child(functions, "enable_api"), c.enable_api);
+        // Any other enable_* flag is a module's: the module host refuses to
+        // start when no installed module serves a flag that is on.
+        if (functions.node.IsMap()) {
+            for (auto it = functions.node.begin(); it != functions.node.end(); ++it) {
+                std::string key = it->first.as<std::string>("");
+                if (!key.starts_with("enable_") || c.functions.count(key)) continue;
+                bool on = false;
+                if (key != "enable_hypervisor" && key != "enable_networking" && key != "enable_storage" &&
+                    key != "enable_api")
+                    r.read_bool(r.child(functions, key), on);
+                c.functions[key] = on;
+            }
+        }
     }
+    c.functions["enable_hypervisor"] = c.enable_hypervisor;
+    c.functions["enable_networking"] = c.enable_networking;
+    c.functions["enable_storage"] = c.enable_storage;
+    c.functions["enable_api"] = c.enable_api;
 
     // pvc.cluster
     At cluster = r.child(pvc, "cluster");

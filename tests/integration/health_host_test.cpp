@@ -382,7 +382,9 @@ TEST_F(HealthHostTest, NativePluginLoadsRunsAndFailsLikeAPythonOne) {
     auto h = host(config(HealthOptions().with_keepalive_interval(1).with_plugin_timeout(2)));
     h->load();
     EXPECT_EQ(h->plugin_names(), (std::vector<std::string>{"good", "nativetest"}));
-    EXPECT_TRUE(log_has("has plugin ABI 999, this daemon requires 1"));
+    // Both fingerprints named: the plugin's and the daemon's own.
+    EXPECT_TRUE(log_has("has ABI fingerprint 'sdk-0.0.0+0000000000000000 boost-0_0 gcc-0.0.0', this daemon requires '" +
+                        std::string(pvc::abi_fingerprint()) + "'"));
     EXPECT_TRUE(log_has("info: nativetest - nativetest setup"));
     pass(*h, "primary");
     EXPECT_EQ(pkey("monitoring_plugin.message", "nativetest"), "native ok in primary");

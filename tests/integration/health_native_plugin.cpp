@@ -40,7 +40,7 @@ private:
 
 #ifdef PVC_TEST_BAD_ABI
 namespace pvc_plugin_exports {
-extern "C" BOOST_SYMBOL_EXPORT const int pvc_health_plugin_abi = ::pvc::health_plugin_abi + 998;
+extern "C" BOOST_SYMBOL_EXPORT const char pvc_health_plugin_abi[] = "sdk-0.0.0+0000000000000000 boost-0_0 gcc-0.0.0";
 std::unique_ptr<::pvc::HealthPlugin> create_plugin(const ::pvc::HealthPluginContext& ctx) {
     return std::make_unique<NativeTest>(ctx);
 }

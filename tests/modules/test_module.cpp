@@ -1,10 +1,9 @@
-// A module for the module host's tests. PVC_TEST_MODULE_NAME and
-// PVC_TEST_MODULE_ABI are set per build (a good one, one with another ABI);
+// A module for the module host's tests. Its metadata comes from the build
+// (tests/CMakeLists.txt): name, the flag it serves, required or optional, its
+// start order, and optionally another ABI fingerprint than the SDK's.
 // PVC_TEST_MODULE_START_FAILS makes start() throw, as a module whose
 // dependency is unusable does.
 #include <stdexcept>
-
-#include <boost/dll/alias.hpp>
 
 #include "pvc/module.hpp"
 #include "pvc/schema.hpp"
@@ -33,8 +32,20 @@ private:
 
 }  // namespace
 
+#ifdef PVC_TEST_MODULE_ABI
+// What PVC_MODULE writes, with a fingerprint of other headers, Boost or compiler.
 namespace pvc_module_exports {
-extern "C" BOOST_SYMBOL_EXPORT const int pvc_module_abi = PVC_TEST_MODULE_ABI;
+extern "C" BOOST_SYMBOL_EXPORT __attribute__((used, section(".pvc_modinfo"))) const char pvc_module_info[] =
+    PVC_MODULE_NAME(PVC_TEST_MODULE_NAME) PVC_MODULE_VERSION("0.0.1") PVC_MODULE_SERVES(PVC_TEST_MODULE_SERVES)
+    "need=" PVC_TEST_MODULE_NEED "\0" PVC_MODULE_START_ORDER(PVC_TEST_MODULE_START) "abi=" PVC_TEST_MODULE_ABI "\0";
 std::unique_ptr<pvc::Module> create_module() { return std::make_unique<TestModule>(); }
 BOOST_DLL_ALIAS(pvc_module_exports::create_module, pvc_module_create)
 }  // namespace pvc_module_exports
+#else
+PVC_MODULE(TestModule,
+           PVC_MODULE_NAME(PVC_TEST_MODULE_NAME)
+           PVC_MODULE_VERSION("0.0.1")
+           PVC_MODULE_SERVES(PVC_TEST_MODULE_SERVES)
+           "need=" PVC_TEST_MODULE_NEED "\0"
+           PVC_MODULE_START_ORDER(PVC_TEST_MODULE_START))
+#endif

@@ -1,10 +1,15 @@
 // The node daemon's configuration: pvcnoded.yaml parsed into an immutable,
 // typed value (node-lifecycle.md §1). Loading reports every problem at once,
 // each with its YAML path and line.
+//
+// The types are the SDK's; the functions declared here (the YAML reader,
+// flat(), the host identity) are pvcnoded's own and not exported by
+// libpvc-sdk: a module gets its configuration from the daemon, it never reads it.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +73,13 @@ struct Config {
     bool enable_networking = false;
     bool enable_storage = false;
     bool enable_api = false;
+    // Every pvc.functions.enable_* flag as written, the ones above included:
+    // the module host maps each to the module that serves it.
+    std::map<std::string, bool> functions;
+    bool function_enabled(const std::string& flag) const {
+        auto it = functions.find(flag);
+        return it != functions.end() && it->second;
+    }
 
     // pvc.cluster
     std::vector<std::string> coordinators;  // as written ("host" or "host:port")

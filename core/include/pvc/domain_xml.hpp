@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pvc/export.hpp"
+
 namespace pvc {
 
 struct DomainDisk {
@@ -57,7 +59,7 @@ struct DomainXml {
     std::vector<std::string> rbd_list() const;
 };
 
-class DomainXmlError : public std::runtime_error {
+class PVC_SDK_API DomainXmlError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
 };
@@ -65,24 +67,24 @@ public:
 // Throws DomainXmlError naming the problem: not well-formed (with its line),
 // or a root element other than <domain>. Everything else is optional here;
 // what a caller requires (a name, a uuid) it checks itself. Thread-safe.
-DomainXml parse_domain_xml(std::string_view text);
+PVC_SDK_API DomainXml parse_domain_xml(std::string_view text);
 // The same, none instead of the exception (the daemon reads XML it did not
 // write; a bad one counts as no facts).
-std::optional<DomainXml> try_parse_domain_xml(std::string_view text) noexcept;
+PVC_SDK_API std::optional<DomainXml> try_parse_domain_xml(std::string_view text) noexcept;
 
 // A libvirt memory amount in KiB: `value` a decimal integer, `unit` one of
 // libvirt's scale suffixes, case-insensitive (b/byte/bytes; k/KiB, KB;
 // M/MiB, MB; G/GiB, GB; T/TiB, TB; P/PiB, PB; E/EiB, EB; none = KiB),
 // rounded up to whole KiB as libvirt does. None if either is invalid or
 // the amount overflows.
-std::optional<std::uint64_t> memory_kib(std::string_view value, std::string_view unit);
+PVC_SDK_API std::optional<std::uint64_t> memory_kib(std::string_view value, std::string_view unit);
 
 // `text` with <uuid>`uuid`</uuid> inserted right after <name>, indented as
 // <name> is. Throws DomainXmlError as parse_domain_xml does, or when the
 // document has no <name>.
-std::string insert_domain_uuid(std::string_view text, const std::string& uuid);
+PVC_SDK_API std::string insert_domain_uuid(std::string_view text, const std::string& uuid);
 
 // True for a canonical 8-4-4-4-12 hex UUID (either case).
-bool is_uuid(std::string_view s);
+PVC_SDK_API bool is_uuid(std::string_view s);
 
 }  // namespace pvc

@@ -1,5 +1,6 @@
 // Native health plugins: a .so exporting (Boost.DLL)
-//   pvc_health_plugin_abi    — int, must equal pvc::health_plugin_abi
+//   pvc_health_plugin_abi    — const char[], the plugin's PVC_ABI_FINGERPRINT
+//                              (pvc/abi.hpp); must equal the daemon's
 //   pvc_health_plugin_create — std::unique_ptr<pvc::HealthPlugin>(const pvc::HealthPluginContext&)
 // Use PVC_HEALTH_PLUGIN(ClassName). Same results and ZooKeeper keys as a
 // legacy Python plugin (health-plugins.md §11).
@@ -11,12 +12,11 @@
 #include <boost/dll/alias.hpp>
 #include <nlohmann/json.hpp>
 
+#include "pvc/abi.hpp"
 #include "pvc/config.hpp"
 #include "pvc/log.hpp"
 
 namespace pvc {
-
-inline constexpr int health_plugin_abi = 1;
 
 struct HealthPluginContext {
     const Config& config;
@@ -46,7 +46,7 @@ public:
 
 #define PVC_HEALTH_PLUGIN(CLASS)                                                                      \
     namespace pvc_plugin_exports {                                                                    \
-    extern "C" BOOST_SYMBOL_EXPORT const int pvc_health_plugin_abi = ::pvc::health_plugin_abi;        \
+    extern "C" BOOST_SYMBOL_EXPORT const char pvc_health_plugin_abi[] = PVC_ABI_FINGERPRINT;         \
     std::unique_ptr<::pvc::HealthPlugin> create_plugin(const ::pvc::HealthPluginContext& ctx) {       \
         return std::make_unique<CLASS>(ctx);                                                          \
     }                                                                                                 \

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "pvc/export.hpp"
+
 namespace pvc {
 
 struct Config;
@@ -31,7 +33,7 @@ inline constexpr const char* end = "\033[0m";
 }  // namespace ansi
 
 // Local time as `strftime_format` followed by ".ffffff" (microseconds).
-std::string timestamp_us(const char* strftime_format);
+PVC_SDK_API std::string timestamp_us(const char* strftime_format);
 
 // The reference's log states: o ok, e error, w warning, t tick, i info, s system, d debug.
 enum class LogState { ok, error, warning, tick, info, system, debug, none };
@@ -39,7 +41,7 @@ enum class LogState { ok, error, warning, tick, info, system, debug, none };
 class LogSink;  // implementation detail (src/)
 
 // A named logger: a prefix in front of every line ("" for the daemon itself).
-class Logger {
+class PVC_SDK_API Logger {
 public:
     Logger() = default;
     Logger(std::shared_ptr<LogSink> sink, std::string prefix) : sink_(std::move(sink)), prefix_(std::move(prefix)) {}
@@ -66,13 +68,13 @@ private:
 
 // Builds the daemon's log sink from the logging keys of `config`.
 // Without a config (early start-up, tools) logs plain lines to stderr.
-std::shared_ptr<LogSink> make_log_sink(const Config* config);
+PVC_SDK_API std::shared_ptr<LogSink> make_log_sink(const Config* config);
 // Starts copying lines into ZooKeeper (zookeeper_logging); lines logged
 // before are kept in the ring and written at once.
-void attach_zookeeper(const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> session,
+PVC_SDK_API void attach_zookeeper(const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> session,
                       const std::string& node);
 // Reopen the log file (SIGHUP) and flush/stop the ZooKeeper writer (shutdown, bounded).
-void reopen_log_file(const std::shared_ptr<LogSink>& sink);
-void shutdown_log_sink(const std::shared_ptr<LogSink>& sink);
+PVC_SDK_API void reopen_log_file(const std::shared_ptr<LogSink>& sink);
+PVC_SDK_API void shutdown_log_sink(const std::shared_ptr<LogSink>& sink);
 
 }  // namespace pvc

@@ -1,9 +1,27 @@
 // The module SDK: what a module .so exports and what the core gives it.
 //
-// A module exports (Boost.DLL, extern "C" aliases):
-//   pvc_module_abi     — int, must equal pvc::module_abi exactly
-//   pvc_module_create  — std::unique_ptr<pvc::Module>()
-// Use PVC_MODULE(ClassName) at namespace scope in one source of the module.
+// A module exports, with PVC_MODULE(Class, metadata...) in one of its sources:
+//   .pvc_modinfo       — an ELF section of "key=value\0" entries the daemon
+//                        reads from the file without loading it: name,
+//                        version, serves (the pvc.functions.enable_* flag the
+//                        module serves, or "always"), need ("required": the
+//                        daemon may not start when the module cannot be
+//                        loaded; "optional": a loud warning, the node runs
+//                        without it), start (order, lowest first; stop is the
+//                        reverse) and abi (PVC_ABI_FINGERPRINT, pvc/abi.hpp)
+//   pvc_module_create  — std::unique_ptr<pvc::Module>() (Boost.DLL alias)
+//
+//   PVC_MODULE(HelloModule,
+//              PVC_MODULE_NAME("hello")
+//              PVC_MODULE_VERSION("1.0.0")
+//              PVC_MODULE_SERVES("enable_hello")      // or PVC_MODULE_SERVES_ALWAYS
+//              PVC_MODULE_REQUIRED                    // or PVC_MODULE_OPTIONAL
+//              PVC_MODULE_START_ORDER("50"))
+//
+// The daemon discovers modules in module_directory (libpvc-module-*.so),
+// loads those whose flag is on (and every "always" one), refuses a module
+// whose fingerprint differs from its own, and stops before writing anything
+// when an enabled flag has no module.
 //
 // The threading contract (DESIGN.md "Threads"):
 // - configure(), registration(), start() and stop() are called once each, in
@@ -41,6 +59,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/dll/alias.hpp>
 
+#include "pvc/abi.hpp"
 #include "pvc/config.hpp"
 #include "pvc/events.hpp"
 #include "pvc/log.hpp"
@@ -49,8 +68,6 @@
 
 namespace pvc {
 
-// Bumped whenever anything in core/include/pvc changes incompatibly.
-inline constexpr int module_abi = 2;
 
 // One io_context (the daemon's event loop) plus a bounded pool for blocking
 // work (libvirt lifecycle calls, process spawns). Blocking work never runs
@@ -264,9 +281,21 @@ using ModuleFactory = std::unique_ptr<Module>();
 
 }  // namespace pvc
 
-#define PVC_MODULE(CLASS)                                                                   \
-    namespace pvc_module_exports {                                                          \
-    extern "C" BOOST_SYMBOL_EXPORT const int pvc_module_abi = ::pvc::module_abi;            \
-    std::unique_ptr<::pvc::Module> create_module() { return std::make_unique<CLASS>(); }    \
-    BOOST_DLL_ALIAS(pvc_module_exports::create_module, pvc_module_create)                   \
+// Metadata entries for PVC_MODULE: each is one "key=value\0" string literal.
+#define PVC_MODULE_NAME(NAME) "name=" NAME "\0"
+#define PVC_MODULE_VERSION(VERSION) "version=" VERSION "\0"
+#define PVC_MODULE_SERVES(FLAG) "serves=" FLAG "\0"
+#define PVC_MODULE_SERVES_ALWAYS "serves=always\0"
+#define PVC_MODULE_REQUIRED "need=required\0"
+#define PVC_MODULE_OPTIONAL "need=optional\0"
+#define PVC_MODULE_START_ORDER(N) "start=" N "\0"
+
+// The section the daemon reads (the macro appends the fingerprint; the daemon
+// refuses a section that names a key twice) and the factory.
+#define PVC_MODULE(CLASS, METADATA)                                                                  \
+    namespace pvc_module_exports {                                                                   \
+    extern "C" BOOST_SYMBOL_EXPORT __attribute__((used, section(".pvc_modinfo")))                    \
+    const char pvc_module_info[] = METADATA "abi=" PVC_ABI_FINGERPRINT "\0";                         \
+    std::unique_ptr<::pvc::Module> create_module() { return std::make_unique<CLASS>(); }             \
+    BOOST_DLL_ALIAS(pvc_module_exports::create_module, pvc_module_create)                            \
     }

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pvc/export.hpp"
+
 namespace pvc::schema {
 
 inline constexpr int version = 10;
@@ -35,18 +37,18 @@ struct Key {
 
 // Full path of `key`; throws std::invalid_argument for an unknown key or a
 // wrong number of identifiers.
-std::string path(std::string_view key, std::initializer_list<std::string_view> ids = {});
-std::string path(std::string_view key, const std::vector<std::string>& ids);
+PVC_SDK_API std::string path(std::string_view key, std::initializer_list<std::string_view> ids = {});
+PVC_SDK_API std::string path(std::string_view key, const std::vector<std::string>& ids);
 
 // Every key of the schema.
-const std::vector<Key>& keys();
+PVC_SDK_API const std::vector<Key>& keys();
 // The keys of one class, root key first (parents before children).
-std::vector<Key> keys_of(Class cls);
+PVC_SDK_API std::vector<Key> keys_of(Class cls);
 // The root key of a class ("node.name" for Class::node, ...).
-const Key& root_of(Class cls);
+PVC_SDK_API const Key& root_of(Class cls);
 
 // True if `child` (a child znode name, not a path) is a kazoo lock contender
 // (`...__lock__0000000042` / `...__rlock__0000000042`), never a real child.
-bool is_lock_contender(std::string_view child);
+PVC_SDK_API bool is_lock_contender(std::string_view child);
 
 }  // namespace pvc::schema

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pvc/export.hpp"
+
 namespace pvc::zk { class Session; }
 
 namespace pvc::target {
@@ -19,7 +21,7 @@ namespace pvc::target {
 enum class Selector { mem, memprov, load, vcpus, vms };
 
 // "mem", "memprov", "load", "vcpus", "vms"; anything else (including "") is nullopt.
-std::optional<Selector> parse_selector(std::string_view s);
+PVC_SDK_API std::optional<Selector> parse_selector(std::string_view s);
 
 // What the selectors need to know of one node. A figure that is absent or
 // does not parse is nullopt; such a node is skipped by selectors that need it.
@@ -41,14 +43,14 @@ struct Request {
 };
 
 // The chosen node, or nullopt when there is no target.
-std::optional<std::string> choose(const std::vector<NodeFigures>& nodes, const Request& request);
+PVC_SDK_API std::optional<std::string> choose(const std::vector<NodeFigures>& nodes, const Request& request);
 
 // Snapshot of every node under /nodes (blocking reads).
-std::vector<NodeFigures> read_nodes(zk::Session& session);
+PVC_SDK_API std::vector<NodeFigures> read_nodes(zk::Session& session);
 // The request for domain `uuid` (blocking reads).
-Request read_request(zk::Session& session, const std::string& uuid);
+PVC_SDK_API Request read_request(zk::Session& session, const std::string& uuid);
 // read_request + read_nodes + choose.
-std::optional<std::string> find_target(zk::Session& session, const std::string& uuid,
+PVC_SDK_API std::optional<std::string> find_target(zk::Session& session, const std::string& uuid,
                                        const std::vector<std::string>& exclude = {});
 
 }  // namespace pvc::target

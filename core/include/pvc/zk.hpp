@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "pvc/export.hpp"
+
 namespace pvc::zk {
 
 using namespace std::chrono_literals;
@@ -29,9 +31,9 @@ using namespace std::chrono_literals;
 // Result codes of operations that may fail for ordinary reasons.
 enum class Status { ok, no_node, node_exists, bad_version, not_empty, connection_loss, session_expired,
                     timeout, closed, other };
-const char* to_string(Status s);
+PVC_SDK_API const char* to_string(Status s);
 
-class Error : public std::runtime_error {
+class PVC_SDK_API Error : public std::runtime_error {
 public:
     Error(Status s, const std::string& what) : std::runtime_error(what), status(s) {}
     Status status;
@@ -52,7 +54,7 @@ enum class SessionEvent {
     expired_recovered,  // old session expired; new one open, ephemerals and watches restored
     closed,
 };
-const char* to_string(SessionEvent e);
+PVC_SDK_API const char* to_string(SessionEvent e);
 
 struct SessionOptions {
     // "host:port,host:port" (libzookeeper connect string, no chroot).
@@ -78,7 +80,7 @@ using KeyValue = std::pair<std::string, std::string>;
 class Session;
 
 // Handle of a live watch; destroying (or cancel()) stops further callbacks.
-class Watch {
+class PVC_SDK_API Watch {
 public:
     virtual ~Watch() = default;
     virtual void cancel() = 0;
@@ -92,7 +94,7 @@ using ChildrenCallback = std::function<void(const std::optional<std::vector<std:
 using SessionCallback = std::function<void(SessionEvent)>;
 
 // One multi-operation, all-or-nothing.
-class Transaction {
+class PVC_SDK_API Transaction {
 public:
     explicit Transaction(Session& s) : session_(s) {}
     Transaction& create(std::string path, std::string data, bool ephemeral = false);
@@ -117,7 +119,7 @@ private:
     std::vector<Op> ops_;
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class PVC_SDK_API Session : public std::enable_shared_from_this<Session> {
 public:
     // Connects, waiting up to options.connect_timeout; throws zk::Error
     // (Status::timeout) naming the hosts if no session could be opened.
@@ -174,7 +176,7 @@ enum class LockKind { exclusive, write, read };
 
 // kazoo-compatible Lock / WriteLock / ReadLock on key `path`
 // (cluster-state.md §7). Not re-entrant; released by the destructor.
-class Lock {
+class PVC_SDK_API Lock {
 public:
     Lock(std::shared_ptr<Session> session, std::string path, LockKind kind, std::string identifier = "");
     ~Lock();
@@ -213,12 +215,12 @@ private:
 
 // Builds a "host:port,..." connect string from coordinator entries
 // ("host" or "host:port"; default port 2181).
-std::string connect_string(const std::vector<std::string>& coordinators);
+PVC_SDK_API std::string connect_string(const std::vector<std::string>& coordinators);
 
 // Encodings of cluster-state.md §3.
-std::string py_bool(bool b);                 // "True"/"False"
-std::string py_float(double d);              // Python float repr ("0.0", "0.52")
+PVC_SDK_API std::string py_bool(bool b);                 // "True"/"False"
+PVC_SDK_API std::string py_float(double d);              // Python float repr ("0.0", "0.52")
 // Lenient boolean: y yes t true on 1 / n no f false off 0 (case-insensitive).
-std::optional<bool> lenient_bool(std::string_view s);
+PVC_SDK_API std::optional<bool> lenient_bool(std::string_view s);
 
 }  // namespace pvc::zk

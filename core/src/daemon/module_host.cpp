@@ -1,74 +1,131 @@
 #include "daemon/module_host.hpp"
 
+#include <algorithm>
+#include <map>
+#include <set>
+#include <system_error>
+
 #include <boost/dll/import.hpp>
-#include <boost/dll/shared_library.hpp>
 #include <fmt/format.h>
 
 namespace pvc {
 
-std::vector<ModuleSpec> module_specs(const Config& cfg) {
-    return {
-        {"network", "enable_networking", cfg.enable_networking},
-        {"storage", "enable_storage", cfg.enable_storage},
-        {"hypervisor", "enable_hypervisor", cfg.enable_hypervisor},
-        {"fencing", "", true},
-        {"api", "enable_api", cfg.enable_api},
-    };
+namespace {
+
+constexpr std::string_view file_prefix = "libpvc-module-";
+constexpr std::string_view file_suffix = ".so";
+
+bool is_module_file(const std::filesystem::path& p) {
+    std::string name = p.filename().string();
+    return name.size() > file_prefix.size() + file_suffix.size() && name.starts_with(file_prefix) &&
+           name.ends_with(file_suffix);
 }
+
+}  // namespace
 
 std::filesystem::path module_directory(const Config& cfg) {
     if (!cfg.module_directory.empty()) return cfg.module_directory;
     return PVC_DEFAULT_MODULE_DIR;
 }
 
-std::filesystem::path module_file(const std::filesystem::path& dir, const std::string& name) {
-    return dir / ("libpvc-module-" + name + ".so");
-}
-
 ModuleHost::~ModuleHost() { stop_all(); }
 
-Module& ModuleHost::load_file(const std::filesystem::path& file) {
-    Loaded l;
-    try {
-        l.library.load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
-    } catch (const std::exception& e) {
-        throw ModuleLoadError("cannot open module " + file.string() + ": " + e.what());
+ModuleInventory ModuleHost::discover() const {
+    ModuleInventory out;
+    std::error_code ec;
+    std::vector<std::filesystem::path> files;
+    for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec))
+        if (is_module_file(it->path())) files.push_back(it->path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+        try {
+            out.modules.push_back(read_module_info(f));
+        } catch (const ModuleLoadError& e) {
+            out.unreadable.push_back(e.what());
+        }
     }
-    if (!l.library.has("pvc_module_abi") || !l.library.has("pvc_module_create"))
-        throw ModuleLoadError("module " + file.string() + " does not export pvc_module_abi and pvc_module_create");
-    int abi = l.library.get<const int>("pvc_module_abi");
-    if (abi != module_abi)
-        throw ModuleLoadError("module " + file.string() + " has ABI " + std::to_string(abi) + ", this daemon needs ABI " +
-                              std::to_string(module_abi) + " (rebuild the module against this pvc)");
+    std::stable_sort(out.modules.begin(), out.modules.end(),
+                     [](const ModuleInfo& a, const ModuleInfo& b) { return a.start_order < b.start_order; });
+    return out;
+}
+
+Module& ModuleHost::load_module(const ModuleInfo& info) {
+    const std::string file = info.file.string();
+    // Checked before the library is opened: a module built against other
+    // headers never runs its static initialisers in this process.
+    if (info.abi != abi_fingerprint())
+        throw ModuleLoadError("module '" + info.name + "' (" + file + ") has ABI fingerprint '" + info.abi +
+                              "', this daemon requires '" + abi_fingerprint() +
+                              "' (rebuild the module against this pvc SDK)");
+    Loaded l;
+    l.info = info;
+    try {
+        l.library.load(info.file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    } catch (const std::exception& e) {
+        throw ModuleLoadError("cannot open module '" + info.name + "' (" + file + "): " + e.what());
+    }
+    if (!l.library.has("pvc_module_create"))
+        throw ModuleLoadError("module '" + info.name + "' (" + file + ") does not export pvc_module_create");
     auto& factory = l.library.get_alias<ModuleFactory>("pvc_module_create");
-    l.module = factory();
-    if (!l.module) throw ModuleLoadError("module " + file.string() + " returned no module object");
+    try {
+        l.module = factory();
+    } catch (const std::exception& e) {
+        throw ModuleLoadError("module '" + info.name + "' (" + file + ") failed to construct: " + e.what());
+    }
+    if (!l.module) throw ModuleLoadError("module '" + info.name + "' (" + file + ") returned no module object");
     loaded_.push_back(std::move(l));
     return *loaded_.back().module;
 }
 
+Module& ModuleHost::load_file(const std::filesystem::path& file) { return load_module(read_module_info(file)); }
+
 void ModuleHost::load(const Config& cfg) {
-    for (const auto& spec : module_specs(cfg)) {
-        auto file = module_file(dir_, spec.name);
-        if (!spec.enabled) {
-            log_.debug("Module {} not loaded: {} is off", spec.name, spec.flag);
+    ModuleInventory found = discover();
+    for (const auto& bad : found.unreadable) log_.error("Ignoring {}", bad);
+
+    // Every check that can refuse the start comes before any module is opened.
+    std::map<std::string, const ModuleInfo*> by_flag, by_name;
+    for (const auto& m : found.modules) {
+        if (auto [it, fresh] = by_name.emplace(m.name, &m); !fresh)
+            throw ModuleLoadError("two modules are named '" + m.name + "': " + it->second->file.string() + " and " +
+                                  m.file.string());
+        if (m.always()) continue;
+        if (auto [it, fresh] = by_flag.emplace(m.serves, &m); !fresh)
+            throw ModuleLoadError("pvc.functions." + m.serves + " is served by two modules: " +
+                                  it->second->file.string() + " and " + m.file.string());
+    }
+    for (const auto& [flag, on] : cfg.functions) {
+        if (!on || by_flag.count(flag)) continue;
+        std::string msg = "pvc.functions." + flag + " is on, but no module in " + dir_.string() + " serves " + flag +
+                          " (install the module providing it, or turn the flag off)";
+        for (const auto& bad : found.unreadable) msg += "; unreadable: " + bad;
+        throw ModuleLoadError(msg);
+    }
+
+    for (const auto& m : found.modules) {
+        if (!m.always() && !cfg.function_enabled(m.serves)) {
+            log_.debug("Module {} not loaded: {} is off", m.name, m.serves);
             continue;
         }
-        if (spec.flag.empty() && !std::filesystem::exists(file)) {
-            log_.warn("Fencing module not installed ({}): THIS NODE WILL NOT FENCE DEAD NODES", file.string());
-            continue;
+        try {
+            Module& loaded = load_module(m);
+            log_.info("Loaded module {} {} ({}) from {}", loaded.name(), m.version, m.serves, m.file.string());
+        } catch (const ModuleLoadError& e) {
+            if (m.required) throw;
+            log_.warn("OPTIONAL MODULE {} NOT LOADED, THIS NODE RUNS WITHOUT IT: {}", m.name, e.what());
         }
-        if (!std::filesystem::exists(file))
-            throw ModuleLoadError("module '" + spec.name + "' needed by " + spec.flag + " is not installed at " +
-                                  file.string());
-        Module& m = load_file(file);
-        log_.info("Loaded module {} from {}", m.name(), file.string());
     }
 }
 
 std::vector<Module*> ModuleHost::modules() const {
     std::vector<Module*> out;
     for (const auto& l : loaded_) out.push_back(l.module.get());
+    return out;
+}
+
+std::vector<ModuleInfo> ModuleHost::loaded_info() const {
+    std::vector<ModuleInfo> out;
+    for (const auto& l : loaded_) out.push_back(l.info);
     return out;
 }
 

@@ -1,23 +1,19 @@
-// ModuleHost: loads one .so per enabled function through Boost.DLL and checks
-// its ABI (DESIGN.md, "Module ABI").
+// ModuleHost: discovers the modules in module_directory from their own
+// metadata, loads those whose function is on through Boost.DLL, and checks
+// their ABI fingerprint (DESIGN.md, "Module ABI"). It names no module.
 #pragma once
 
 #include <filesystem>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <boost/dll/shared_library.hpp>
 
+#include "daemon/module_info.hpp"
 #include "pvc/module.hpp"
 
 namespace pvc {
-
-class ModuleLoadError : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
 
 // A module's start() threw; names the module and its reason.
 class ModuleStartError : public std::runtime_error {
@@ -25,35 +21,39 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// Which module serves which function, in start order.
-struct ModuleSpec {
-    std::string name;     // "hypervisor" -> libpvc-module-hypervisor.so
-    std::string flag;     // "enable_hypervisor", or "" for fencing (loaded when installed)
-    bool enabled;
-};
-std::vector<ModuleSpec> module_specs(const Config& cfg);
-
 // The module directory: the config's module_directory, else the installed default.
 std::filesystem::path module_directory(const Config& cfg);
-std::filesystem::path module_file(const std::filesystem::path& dir, const std::string& name);
+
+// What discover() found: every libpvc-module-*.so in the directory, readable
+// ones in start order (then by name), and the files it could not read.
+struct ModuleInventory {
+    std::vector<ModuleInfo> modules;
+    std::vector<std::string> unreadable;  // "file: reason"
+};
 
 class ModuleHost {
 public:
     ModuleHost(std::filesystem::path dir, Logger log) : dir_(std::move(dir)), log_(std::move(log)) {}
     ~ModuleHost();
 
-    // Loads every enabled module (and fencing if installed). Throws
-    // ModuleLoadError naming the module, the flag and the file if an enabled
-    // module is missing, cannot be opened or has another ABI. Disabled
-    // modules are never opened.
+    ModuleInventory discover() const;
+
+    // Loads every module whose pvc.functions flag is on, and every "always"
+    // one. Throws ModuleLoadError before any module runs when an enabled flag
+    // has no module in the directory (naming the flag and the directory),
+    // when two modules serve one flag, or when a required module cannot be
+    // loaded (another ABI fingerprint: both named). An optional module that
+    // cannot be loaded is a loud warning. Modules whose flag is off are never
+    // opened.
     void load(const Config& cfg);
-    // Loads one module file (tests); throws ModuleLoadError.
+    // Loads one module file after the same checks (tests); throws ModuleLoadError.
     Module& load_file(const std::filesystem::path& file);
 
     std::vector<Module*> modules() const;
     // Each loaded module reads its keys (Module::configure) into `problems`;
     // returns the keys they add to the flat dictionary.
     nlohmann::json configure_all(const Config& cfg, ConfigProblems& problems);
+    std::vector<ModuleInfo> loaded_info() const;
     // Starts the loaded modules in order. A module whose start() throws is
     // logged by name and ModuleStartError is thrown; modules started before
     // it stay started (stop_all() stops them), it is never stop()ped.
@@ -62,8 +62,11 @@ public:
     void stop_all();  // reverse order, each exception logged
 
 private:
+    Module& load_module(const ModuleInfo& info);
+
     struct Loaded {
-        boost::dll::shared_library library;  // declared first: destroyed after the module
+        ModuleInfo info;
+        boost::dll::shared_library library;  // declared before the module: destroyed after it
         std::unique_ptr<Module> module;
         std::unique_ptr<NodeContext> context;
         bool started = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <set>
@@ -121,10 +122,12 @@ LoadAttempt load_native(const std::filesystem::path& file, std::shared_ptr<const
                                     file.filename().string());
             return out;
         }
-        int abi = lib.get<const int>("pvc_health_plugin_abi");
-        if (abi != health_plugin_abi) {
-            out.error = fmt::format("{} has plugin ABI {}, this daemon requires {}", file.filename().string(), abi,
-                                    health_plugin_abi);
+        // A foreign symbol of that name need not be terminated: read at most 512 bytes.
+        const char* theirs = &lib.get<const char>("pvc_health_plugin_abi");
+        std::string abi(theirs, ::strnlen(theirs, 512));
+        if (abi != abi_fingerprint()) {
+            out.error = fmt::format("{} has ABI fingerprint '{}', this daemon requires '{}' (rebuild the plugin against this pvc)",
+                                    file.filename().string(), abi, abi_fingerprint());
             return out;
         }
         auto& create = lib.get_alias<std::unique_ptr<HealthPlugin>(const HealthPluginContext&)>("pvc_health_plugin_create");

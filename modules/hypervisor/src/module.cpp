@@ -30,4 +30,9 @@ private:
 
 }  // namespace pvc::hv
 
-PVC_MODULE(pvc::hv::HypervisorModule)
+PVC_MODULE(pvc::hv::HypervisorModule,
+           PVC_MODULE_NAME("hypervisor")
+           PVC_MODULE_VERSION(PVC_VERSION)
+           PVC_MODULE_SERVES("enable_hypervisor")
+           PVC_MODULE_REQUIRED
+           PVC_MODULE_START_ORDER("30"))  // after network (10) and storage (20): bridges and RBD before VMs

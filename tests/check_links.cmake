@@ -1,0 +1,31 @@
+# cmake -DBINARY=<file> -DFORBIDDEN=<regex> [-DREQUIRED=<regex>] -P check_links.cmake
+#
+# Fails when the binary's direct (readelf -d NEEDED) or transitive (ldd)
+# shared-library dependencies match FORBIDDEN, or when no direct one matches
+# REQUIRED. Guards the SDK split: the pvc CLI links libpvc-sdk, never the
+# daemon internals and what they pull in (libpython, yaml-cpp for the daemon).
+execute_process(COMMAND readelf -d ${BINARY} OUTPUT_VARIABLE direct RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf -d ${BINARY} failed")
+endif()
+execute_process(COMMAND ldd ${BINARY} OUTPUT_VARIABLE transitive RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ldd ${BINARY} failed")
+endif()
+string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*" needed "${direct}")
+string(REPLACE ";" "\n" shown "${needed}")
+message(STATUS "${BINARY} needs:\n${shown}")
+foreach(line ${needed})
+  if(line MATCHES "${FORBIDDEN}")
+    message(FATAL_ERROR "${BINARY} links a forbidden library directly: ${line}")
+  endif()
+endforeach()
+string(REPLACE "\n" ";" lines "${transitive}")
+foreach(line ${lines})
+  if(line MATCHES "${FORBIDDEN}")
+    message(FATAL_ERROR "${BINARY} loads a forbidden library through its dependencies: ${line}")
+  endif()
+endforeach()
+if(REQUIRED AND NOT needed MATCHES "${REQUIRED}")
+  message(FATAL_ERROR "${BINARY} does not link ${REQUIRED}")
+endif()
