@@ -32,10 +32,8 @@ pvc::Config config(bool hypervisor, const std::string& zk_hosts = "127.0.0.1:1",
     o.base_dir = dir.path();
     o.enable_hypervisor = hypervisor;
     o.zookeeper_logging = false;
-    std::string yaml = pvc::test::node_config_yaml(o);
-    const std::string api = "    enable_api: false\n";
-    yaml.replace(yaml.find(api), api.size(), api + more_functions);
-    return pvc::parse_config(yaml, "test.yaml", pvc::HostIdentity::from_hostname("hv1"));
+    o.extra_functions_yaml = more_functions;
+    return pvc::parse_config(pvc::test::node_config_yaml(o), "test.yaml", pvc::HostIdentity::from_hostname("hv1"));
 }
 
 pvc::Logger quiet() { return pvc::Logger(pvc::make_log_sink(nullptr), "test"); }

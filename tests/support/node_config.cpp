@@ -20,7 +20,7 @@ pvc:
     enable_networking: false
     enable_storage: false
     enable_api: false
-  cluster:
+{functions}  cluster:
     coordinators: {coords}
     networks:
       cluster:
@@ -63,7 +63,7 @@ pvc:
                        fmt::arg("coords", o.coordinators), fmt::arg("ka", o.keepalive_interval),
                        fmt::arg("plugins", plugins.string()), fmt::arg("base", o.base_dir.string()),
                        fmt::arg("modules", modules), fmt::arg("stdout", o.stdout_logging ? "true" : "false"),
-                       fmt::arg("zkl", o.zookeeper_logging ? "true" : "false"), fmt::arg("extra", o.extra_system_yaml));
+                       fmt::arg("zkl", o.zookeeper_logging ? "true" : "false"), fmt::arg("extra", o.extra_system_yaml), fmt::arg("functions", o.extra_functions_yaml));
 }
 
 std::filesystem::path write_node_config(const NodeConfigOptions& o) {

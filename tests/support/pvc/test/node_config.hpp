@@ -18,6 +18,7 @@ struct NodeConfigOptions {
     bool zookeeper_logging = true;
     bool stdout_logging = true;
     std::string extra_system_yaml;        // appended under pvc.system (indented 4 spaces)
+    std::string extra_functions_yaml;     // appended under pvc.functions (indented 4 spaces)
 };
 
 std::string node_config_yaml(const NodeConfigOptions& o);
