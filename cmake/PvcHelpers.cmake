@@ -10,6 +10,8 @@ function(pvc_add_module NAME)
   set(target pvc-module-${NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE pvc::sdk ${ARG_LIBRARIES})
+  # Anything not exported by libpvc-sdk is an error here, not a failed dlopen() in the daemon.
+  target_link_options(${target} PRIVATE LINKER:--no-undefined)
   target_compile_definitions(${target} PRIVATE PVC_VERSION="${PROJECT_VERSION}")
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
@@ -25,6 +27,7 @@ function(pvc_add_health_plugin NAME)
   set(target pvc-plugin-${NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE pvc::sdk ${ARG_LIBRARIES})
+  target_link_options(${target} PRIVATE LINKER:--no-undefined)
   set_target_properties(${target} PROPERTIES
     PREFIX "" OUTPUT_NAME ${NAME}
     CXX_VISIBILITY_PRESET hidden

@@ -8,6 +8,8 @@ function(pvc_sdk_add_module NAME)
   set(target pvc-module-${NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE pvc::sdk ${ARG_LIBRARIES})
+  # Using anything libpvc-sdk does not export fails here, not at dlopen() in the daemon.
+  target_link_options(${target} PRIVATE LINKER:--no-undefined)
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     CXX_VISIBILITY_PRESET hidden

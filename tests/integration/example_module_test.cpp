@@ -63,6 +63,7 @@ TEST_F(ExampleModuleTest, LoadedByItsFlagContributesToTheKeepaliveAndCountsTicks
     auto log = slurp(o.base_dir / "log" / "pvc.log");
     EXPECT_NE(log.find("Loaded module hello 1.0.0 (enable_hello)"), std::string::npos) << log;
     EXPECT_NE(log.find("hello module started on hv1"), std::string::npos) << log;
+    EXPECT_NE(log.find("Modules loaded from " + modules.string() + ": hello (enable_hello)"), std::string::npos) << log;
 }
 
 TEST_F(ExampleModuleTest, NotLoadedWhenItsFlagIsOff) {

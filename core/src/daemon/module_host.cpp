@@ -115,6 +115,9 @@ void ModuleHost::load(const Config& cfg) {
             log_.warn("OPTIONAL MODULE {} NOT LOADED, THIS NODE RUNS WITHOUT IT: {}", m.name, e.what());
         }
     }
+    std::string list;
+    for (const auto& l : loaded_) list += (list.empty() ? "" : ", ") + l.info.name + " (" + l.info.serves + ")";
+    log_.info("Modules loaded from {}: {}", dir_.string(), list.empty() ? "none" : list);
 }
 
 std::vector<Module*> ModuleHost::modules() const {
