@@ -36,7 +36,7 @@ struct DomainGraphics {
     std::string port;    // @port as written ("-1" before autoport allocated one)
 };
 
-struct DomainXml {
+struct PVC_SDK_API DomainXml {
     std::string name;                 // "" if there is no <name>
     std::optional<std::string> uuid;  // <uuid> text as written (trimmed); none without the element
     std::string description;
