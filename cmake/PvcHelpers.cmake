@@ -1,12 +1,19 @@
-# pvc_add_module(NAME SOURCES ... [LIBRARIES ...])
+# pvc_add_module(NAME SOURCES ... [LIBRARIES ...] [IF_ABSENT text])
 #   One folder = one module .so, loaded by the core's ModuleHost through Boost.DLL.
 #   Builds libpvc-module-<NAME>.so into ${PROJECT_BINARY_DIR}/modules so tests and the
 #   lab find every module in one directory, and installs it into the module dir.
 #   Modules link only the SDK (pvc::sdk); PVC_VERSION is the project's version,
 #   for PVC_MODULE_VERSION. Out of tree, PvcModule.cmake (find_package(pvc-sdk))
 #   gives the same helper as pvc_sdk_add_module.
+#   IF_ABSENT "text": the module serves "always" and the node cannot do its
+#   job without it; the daemon warns with the text when it is not installed
+#   (PvcBundledModules.cmake).
 function(pvc_add_module NAME)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "" "IF_ABSENT" "SOURCES;LIBRARIES" ${ARGN})
+  if(ARG_IF_ABSENT)
+    set_property(GLOBAL APPEND PROPERTY PVC_BUNDLED_ALWAYS_MODULES ${NAME})
+    set_property(GLOBAL PROPERTY PVC_BUNDLED_MODULE_IF_ABSENT_${NAME} "${ARG_IF_ABSENT}")
+  endif()
   set(target pvc-module-${NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE pvc::sdk ${ARG_LIBRARIES})

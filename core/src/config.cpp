@@ -433,16 +433,13 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
         r.read_bool(r.child(functions, "enable_api"), c.enable_api);
         // Any other enable_* flag is a module's: the module host refuses to
         // start when no installed module serves a flag that is on.
-        if (functions.node.IsMap()) {
-            for (auto it = functions.node.begin(); it != functions.node.end(); ++it) {
-                std::string key = it->first.as<std::string>("");
-                if (!key.starts_with("enable_") || c.functions.count(key)) continue;
-                bool on = false;
-                if (key != "enable_hypervisor" && key != "enable_networking" && key != "enable_storage" &&
-                    key != "enable_api")
-                    r.read_bool(r.child(functions, key), on);
-                c.functions[key] = on;
-            }
+        for (const std::string& key : functions.keys()) {
+            if (!key.starts_with("enable_") || c.functions.count(key)) continue;
+            bool on = false;
+            if (key != "enable_hypervisor" && key != "enable_networking" && key != "enable_storage" &&
+                key != "enable_api")
+                r.read_bool(r.child(functions, key), on);
+            c.functions[key] = on;
         }
     }
     c.functions["enable_hypervisor"] = c.enable_hypervisor;

@@ -72,6 +72,13 @@ std::size_t ConfigNode::size() const {
     return 0;
 }
 
+std::vector<std::string> ConfigNode::keys() const {
+    std::vector<std::string> out;
+    if (is_map())
+        for (const auto& e : data_->entries) out.push_back(e.key);
+    return out;
+}
+
 ConfigNode ConfigNode::item(std::size_t i) const {
     std::string path = fmt::format("{}[{}]", path_, i);
     if (!is_sequence() || i >= data_->items.size()) return ConfigNode(nullptr, std::move(path), line_);

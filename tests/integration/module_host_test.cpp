@@ -3,6 +3,7 @@
 // started with a NodeContext against a real ZooKeeper.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "pvc/cluster.hpp"
 #include "pvc/config.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/test/daemon_process.hpp"
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
 
@@ -188,6 +190,47 @@ TEST(ModuleHost, FencingIsLoadedWheneverInstalled) {
     host.load(config(false));
     ASSERT_EQ(host.modules().size(), 1u);
     EXPECT_EQ(host.modules()[0]->name(), "fencing");
+}
+
+// The build's bundled "always" modules come from the modules' CMakeLists
+// (pvc_add_module ... IF_ABSENT), not from the core's sources.
+TEST(ModuleHost, TheBuildListsFencingAsBundledWithItsWarning) {
+    const auto& bundled = pvc::bundled_always_modules();
+    auto it = std::find_if(bundled.begin(), bundled.end(), [](const auto& b) { return b.name == "fencing"; });
+    ASSERT_NE(it, bundled.end());
+    EXPECT_EQ(it->if_absent, "THIS NODE WILL NOT FENCE DEAD NODES");
+}
+
+// A bundled "always" module missing from the directory is named, with its
+// text, in a warning; the node still starts. One that is installed is not.
+TEST(ModuleHost, ABundledModuleNotInstalledIsALoudWarningWithItsText) {
+    pvc::test::TempDir dir("absentmods");
+    pvc::test::NodeConfigOptions o;
+    o.coordinators = "[\"127.0.0.1:1\"]";
+    o.base_dir = dir.path() / "node";
+    o.zookeeper_logging = false;
+    o.stdout_logging = false;
+    auto cfg = pvc::parse_config(pvc::test::node_config_yaml(o), "test.yaml", pvc::HostIdentity::from_hostname("hv1"));
+    std::filesystem::create_directories(dir.path() / "empty");
+    std::vector<pvc::BundledModule> bundled{{"watchdog", "THIS NODE WILL NOT WATCH ITSELF"},
+                                            {"fencing", "THIS NODE WILL NOT FENCE DEAD NODES"}};
+    auto sink = pvc::make_log_sink(&cfg);
+    {
+        pvc::ModuleHost empty(dir.path() / "empty", pvc::Logger(sink, "modules"), bundled);
+        EXPECT_NO_THROW(empty.load(cfg));
+        EXPECT_TRUE(empty.modules().empty());
+        pvc::ModuleHost good(modules("good"), pvc::Logger(sink, "modules"), bundled);
+        EXPECT_NO_THROW(good.load(cfg));
+    }
+    pvc::shutdown_log_sink(sink);
+    std::string log = pvc::test::slurp(o.base_dir / "log" / "pvc.log");
+    std::string empty_dir = (dir.path() / "empty").string();
+    EXPECT_NE(log.find("Module watchdog is not installed in " + empty_dir + ": THIS NODE WILL NOT WATCH ITSELF"),
+              std::string::npos) << log;
+    EXPECT_NE(log.find("Module fencing is not installed in " + empty_dir + ": THIS NODE WILL NOT FENCE DEAD NODES"),
+              std::string::npos) << log;
+    EXPECT_EQ(log.find("Module fencing is not installed in " + modules("good").string()), std::string::npos) << log;
+    EXPECT_NE(log.find("Module watchdog is not installed in " + modules("good").string()), std::string::npos) << log;
 }
 
 TEST(ModuleHost, FingerprintFollowsTheHeaders) {

@@ -12,9 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "pvc/export.hpp"
+
 namespace pvc {
 
-struct ConfigProblem {
+struct PVC_SDK_API ConfigProblem {
     std::string path;     // YAML path, "pvc.cluster.coordinators"
     int line = 0;         // 1-based, 0 if unknown
     std::string message;
@@ -24,7 +26,7 @@ struct ConfigProblem {
 class ConfigNode;
 
 // Every problem of one configuration file, the core's and the modules'.
-class ConfigProblems {
+class PVC_SDK_API ConfigProblems {
 public:
     void add(std::string path, int line, std::string message) {
         list_.push_back({std::move(path), line, std::move(message)});
@@ -45,7 +47,7 @@ struct ConfigNodeData;  // the core's representation of one YAML node
 // A place in the document: a node that may be absent, its dotted path and
 // the line to blame (the key's line if written, else the nearest parent's).
 // Cheap to copy; the tree is shared and immutable.
-class ConfigNode {
+class PVC_SDK_API ConfigNode {
 public:
     ConfigNode() = default;
     ConfigNode(std::shared_ptr<const ConfigNodeData> data, std::string path, int line)
@@ -70,6 +72,9 @@ public:
     // Items of a sequence: path "x[i]", the item's own line.
     std::size_t size() const;
     ConfigNode item(std::size_t i) const;
+    // The keys of a mapping in document order (a key written twice, twice);
+    // empty unless a mapping. For readers of open-ended sections.
+    std::vector<std::string> keys() const;
 
     // A section (a mapping). With `required_because` its absence is a problem
     // ("required section is missing<because>"). A key written with no value

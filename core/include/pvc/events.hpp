@@ -14,6 +14,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "pvc/export.hpp"
+
 namespace pvc {
 
 using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
@@ -22,7 +24,7 @@ namespace detail {
 // One subscription's slot state. `m` is held while the slot runs, so ending
 // a subscription waits for a call in progress on another thread; recursive,
 // so a slot may end its own subscription.
-struct SlotState {
+struct PVC_SDK_API SlotState {
     std::recursive_mutex m;
     std::atomic<bool> active{true};
 };
@@ -30,7 +32,7 @@ struct SlotState {
 
 // Ends its subscription when destroyed or reset: after that returns, the slot
 // is never called again (a call in progress on another thread is waited for).
-class [[nodiscard]] Subscription {
+class PVC_SDK_API [[nodiscard]] Subscription {
 public:
     Subscription() = default;
     explicit Subscription(std::shared_ptr<detail::SlotState> state) : state_(std::move(state)) {}
@@ -68,7 +70,7 @@ using EventPoster = std::function<void(std::function<void()>)>;
 // strand, in subscription order, never on the emitting thread; a slot's
 // exception ends its own call only (the Executor logs and counts it).
 template <class... Args>
-class Signal {
+class PVC_SDK_API Signal {
 public:
     using Slot = std::function<void(Args...)>;
 
@@ -110,7 +112,7 @@ private:
     EventPoster poster_;
 };
 
-struct CoreEvents {
+struct PVC_SDK_API CoreEvents {
     Signal<std::string> daemon_state;        // own daemonstate as written by the core
     Signal<std::string> router_state;        // own routerstate as seen in ZooKeeper
     Signal<> keepalive_tick;                 // after each keepalive write

@@ -3,4 +3,4 @@
 // module, plugin or tool that uses it fails to link.
 #pragma once
 
-#define PVC_SDK_API __attribute__((visibility("default")))
+#define PVC_SDK_API [[gnu::visibility("default")]]

@@ -80,7 +80,7 @@ namespace pvc {
 // exception ends that task only, is logged with what the task was, and is
 // counted (failed_tasks()). Code that must finish an interrupted action
 // retries it itself; the Executor only keeps the process alive.
-class Executor {
+class PVC_SDK_API Executor {
     friend class ModulePool;
 
 public:
@@ -173,7 +173,7 @@ private:
 // A module's part of one keepalive (node-lifecycle.md §5). Filled from cached
 // state by Module::contribute on the keepalive's thread: it must not block.
 // The core writes everything in its one transaction and logs one line.
-struct KeepaliveReport {
+struct PVC_SDK_API KeepaliveReport {
     std::string router_state;                // read-only: this node's router state at the tick
 
     // Keys written in the keepalive transaction (paths from schema::path).
@@ -198,7 +198,7 @@ inline constexpr KeepaliveLogField keepalive_log_fields[] = {{"VMs", "0"}, {"OSD
 // for the spec's timings). Each task gets the pool's stop token; stop()
 // requests stop and joins. Exceptions are caught, logged (with the pool's
 // name) and counted by the Executor.
-class ModulePool {
+class PVC_SDK_API ModulePool {
 public:
     ModulePool(Executor& ex, std::string name, unsigned threads) : ex_(ex), name_(std::move(name)), pool_(threads) {}
     ~ModulePool() { stop(); }
@@ -240,7 +240,7 @@ enum class Transition { takeover, relinquish };
 // How long the core waits for the modules' part of a transition.
 inline constexpr std::chrono::seconds transition_deadline{30};
 
-struct NodeContext {
+struct PVC_SDK_API NodeContext {
     const Config& config;
     Logger logger;                           // prefix = module name
     std::shared_ptr<zk::Session> zk;
@@ -249,7 +249,7 @@ struct NodeContext {
     ServiceRegistry& services;               // between modules: provide<T>() / get<T>()
 };
 
-class Module {
+class PVC_SDK_API Module {
 public:
     virtual ~Module() = default;
     virtual std::string_view name() const = 0;

@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "pvc/export.hpp"
+
 namespace pvc {
 
 template <class T>
@@ -24,7 +26,7 @@ concept ServiceInterface = requires {
     { T::service_name } -> std::convertible_to<std::string_view>;
 };
 
-class ServiceRegistry {
+class PVC_SDK_API ServiceRegistry {
 public:
     // Makes `service` the provider of T (replacing an earlier one).
     template <ServiceInterface T>

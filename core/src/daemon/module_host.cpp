@@ -112,12 +112,22 @@ void ModuleHost::load(const Config& cfg) {
             log_.info("Loaded module {} {} ({}) from {}", loaded.name(), m.version, m.serves, m.file.string());
         } catch (const ModuleLoadError& e) {
             if (m.required) throw;
-            log_.warn("OPTIONAL MODULE {} NOT LOADED, THIS NODE RUNS WITHOUT IT: {}", m.name, e.what());
+            log_.warn("OPTIONAL MODULE {} NOT LOADED, THIS NODE RUNS WITHOUT IT{}: {}", m.name, if_absent(m.name),
+                      e.what());
         }
     }
+    for (const auto& b : bundled_)
+        if (!by_name.count(b.name))
+            log_.warn("Module {} is not installed in {}: {}", b.name, dir_.string(), b.if_absent);
     std::string list;
     for (const auto& l : loaded_) list += (list.empty() ? "" : ", ") + l.info.name + " (" + l.info.serves + ")";
     log_.info("Modules loaded from {}: {}", dir_.string(), list.empty() ? "none" : list);
+}
+
+std::string ModuleHost::if_absent(const std::string& name) const {
+    for (const auto& b : bundled_)
+        if (b.name == name) return " (" + b.if_absent + ")";
+    return "";
 }
 
 std::vector<Module*> ModuleHost::modules() const {

@@ -31,9 +31,19 @@ struct ModuleInventory {
     std::vector<std::string> unreadable;  // "file: reason"
 };
 
+// An "always" module this build of pvc ships, and what the node cannot do
+// without it. The list is generated at build time from the modules' CMake
+// declarations (pvc_add_module ... IF_ABSENT), so the core names none of them.
+struct BundledModule {
+    std::string name;
+    std::string if_absent;  // "THIS NODE WILL NOT FENCE DEAD NODES"
+};
+const std::vector<BundledModule>& bundled_always_modules();
+
 class ModuleHost {
 public:
-    ModuleHost(std::filesystem::path dir, Logger log) : dir_(std::move(dir)), log_(std::move(log)) {}
+    ModuleHost(std::filesystem::path dir, Logger log, std::vector<BundledModule> bundled = bundled_always_modules())
+        : dir_(std::move(dir)), log_(std::move(log)), bundled_(std::move(bundled)) {}
     ~ModuleHost();
 
     ModuleInventory discover() const;
@@ -44,7 +54,8 @@ public:
     // when two modules serve one flag, or when a required module cannot be
     // loaded (another ABI fingerprint: both named). An optional module that
     // cannot be loaded is a loud warning. Modules whose flag is off are never
-    // opened.
+    // opened. A bundled "always" module that is not installed, or cannot be
+    // loaded, is a loud warning with what the node cannot do without it.
     void load(const Config& cfg);
     // Loads one module file after the same checks (tests); throws ModuleLoadError.
     Module& load_file(const std::filesystem::path& file);
@@ -63,6 +74,7 @@ public:
 
 private:
     Module& load_module(const ModuleInfo& info);
+    std::string if_absent(const std::string& name) const;  // " (<warning>)" for a bundled module, else ""
 
     struct Loaded {
         ModuleInfo info;
@@ -73,6 +85,7 @@ private:
     };
     std::filesystem::path dir_;
     Logger log_;
+    std::vector<BundledModule> bundled_;
     std::vector<Loaded> loaded_;
 };
 

@@ -9,9 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "pvc/export.hpp"
+
 namespace pvc::services {
 
-class RbdLocks {
+class PVC_SDK_API RbdLocks {
 public:
     static constexpr std::string_view service_name = "pvc.rbd_locks.v1";
     virtual ~RbdLocks() = default;
