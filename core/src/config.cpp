@@ -3,6 +3,8 @@
 // operator fixes a file in one pass.
 #include "pvc/config.hpp"
 
+#include "config_address.hpp"
+
 #include <arpa/inet.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -29,52 +31,6 @@
 namespace pvc {
 
 // ---------------------------------------------------------------------------
-// Host identity
-
-namespace {
-
-std::vector<std::string> static_data_of_this_machine() {
-    long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-    struct utsname u {};
-    std::string release, os, machine;
-    if (::uname(&u) == 0) {
-        release = u.release;
-        machine = u.machine;
-        // `uname -o` reports the operating system, not the kernel name; on a
-        // glibc Linux system that is "GNU/Linux".
-        os = std::string(u.sysname) == "Linux" ? "GNU/Linux" : u.sysname;
-    }
-    return {std::to_string(cpus > 0 ? cpus : 1), release, os, machine};
-}
-
-}  // namespace
-
-HostIdentity HostIdentity::from_hostname(const std::string& fqdn) {
-    HostIdentity h;
-    h.fqdn = fqdn;
-    auto dot = fqdn.find('.');
-    h.hostname = fqdn.substr(0, dot);
-    h.domain = dot == std::string::npos ? "" : fqdn.substr(dot + 1);
-    // Last maximal run of decimal digits in the short hostname.
-    h.node_id = "0";
-    auto end = h.hostname.find_last_of("0123456789");
-    if (end != std::string::npos) {
-        auto begin = end;
-        while (begin > 0 && h.hostname[begin - 1] >= '0' && h.hostname[begin - 1] <= '9') --begin;
-        h.node_id = h.hostname.substr(begin, end - begin + 1);
-    }
-    // static_data always describes the machine the code runs on.
-    h.static_data = static_data_of_this_machine();
-    return h;
-}
-
-HostIdentity HostIdentity::of_this_host() {
-    std::array<char, 256> buf{};
-    if (::gethostname(buf.data(), buf.size() - 1) != 0) buf[0] = '\0';
-    return from_hostname(buf.data());
-}
-
-// ---------------------------------------------------------------------------
 // Problems and errors
 
 namespace {
@@ -96,117 +52,11 @@ std::filesystem::path config_path(const std::optional<std::string>& cli_value) {
 }
 
 // ---------------------------------------------------------------------------
-// IP addresses and networks (IPv4 and IPv6), as Python's ipaddress sees them.
+// Reading the tree (pvc::ConfigNode) into the problem list
 
 namespace {
 
-using u128 = unsigned __int128;
-
-struct IpAddress {
-    int family = 4;  // 4 or 6
-    u128 value = 0;
-    int bits() const { return family == 4 ? 32 : 128; }
-};
-
-std::optional<IpAddress> parse_ip(const std::string& text) {
-    IpAddress a;
-    if (text.find(':') == std::string::npos) {
-        in_addr v4{};
-        if (::inet_pton(AF_INET, text.c_str(), &v4) != 1) return std::nullopt;
-        a.family = 4;
-        a.value = ntohl(v4.s_addr);
-        return a;
-    }
-    in6_addr v6{};
-    if (::inet_pton(AF_INET6, text.c_str(), &v6) != 1) return std::nullopt;
-    a.family = 6;
-    for (unsigned char byte : v6.s6_addr) a.value = (a.value << 8) | byte;
-    return a;
-}
-
-std::string format_ip(const IpAddress& a) {
-    std::array<char, INET6_ADDRSTRLEN> buf{};
-    if (a.family == 4) {
-        in_addr v4{};
-        v4.s_addr = htonl(static_cast<uint32_t>(a.value));
-        ::inet_ntop(AF_INET, &v4, buf.data(), buf.size());
-    } else {
-        in6_addr v6{};
-        u128 v = a.value;
-        for (int i = 15; i >= 0; --i) {
-            v6.s6_addr[i] = static_cast<unsigned char>(v & 0xff);
-            v >>= 8;
-        }
-        ::inet_ntop(AF_INET6, &v6, buf.data(), buf.size());
-    }
-    return buf.data();
-}
-
-std::optional<int> parse_prefix(const std::string& text, int max_bits) {
-    if (text.empty() || text.size() > 3) return std::nullopt;
-    int value = 0;
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || ptr != text.data() + text.size() || value < 0 || value > max_bits) return std::nullopt;
-    return value;
-}
-
-u128 host_mask(int bits, int prefix) {
-    int host_bits = bits - prefix;
-    if (host_bits == 0) return 0;
-    if (host_bits == 128) return ~u128{0};
-    return (u128{1} << host_bits) - 1;
-}
-
-struct IpNetwork {
-    IpAddress address;  // the network address
-    int prefix = 0;
-
-    u128 last() const { return address.value | host_mask(address.bits(), prefix); }
-    // Usable hosts: Python's ip_network(...).hosts().
-    u128 first_host() const {
-        int host_bits = address.bits() - prefix;
-        return host_bits <= 1 ? address.value : address.value + 1;
-    }
-    u128 last_host() const {
-        int host_bits = address.bits() - prefix;
-        if (address.family == 4 && host_bits > 1) return last() - 1;
-        return last();
-    }
-    bool is_host(const IpAddress& a) const {
-        return a.family == address.family && a.value >= first_host() && a.value <= last_host();
-    }
-    std::string to_string() const { return fmt::format("{}/{}", format_ip(address), prefix); }
-};
-
-// A strict network: "addr/prefix" with no host bits set.
-std::optional<IpNetwork> parse_network(const std::string& text, std::string& why) {
-    auto slash = text.find('/');
-    if (slash == std::string::npos) {
-        why = "expected a network in CIDR form (address/prefix)";
-        return std::nullopt;
-    }
-    auto addr = parse_ip(text.substr(0, slash));
-    if (!addr) {
-        why = "not a valid IP network: bad address part";
-        return std::nullopt;
-    }
-    auto prefix = parse_prefix(text.substr(slash + 1), addr->bits());
-    if (!prefix) {
-        why = fmt::format("not a valid IP network: prefix length must be 0..{}", addr->bits());
-        return std::nullopt;
-    }
-    if (addr->value & host_mask(addr->bits(), *prefix)) {
-        IpAddress net = *addr;
-        net.value &= ~host_mask(addr->bits(), *prefix);
-        why = fmt::format("not a valid IP network: host bits are set (did you mean {}/{}?)", format_ip(net),
-                          *prefix);
-        return std::nullopt;
-    }
-    return IpNetwork{*addr, *prefix};
-}
-
-// ---------------------------------------------------------------------------
-// Reading the tree (pvc::ConfigNode) into the problem list
+using namespace address;
 
 using At = ConfigNode;
 
@@ -699,157 +549,6 @@ std::string read_config_file(const std::filesystem::path& file) {
 
 Config load_config(const std::filesystem::path& file, const std::optional<HostIdentity>& host) {
     return parse_config(read_config_file(file), file.string(), host);
-}
-
-// ---------------------------------------------------------------------------
-// The flat dictionary of the reference (health-plugins.md §2).
-//
-// The reference builds its dictionary in groups, and a group exists only when
-// its function is enabled: the networking keys (networks, devices, bridge,
-// SR-IOV, the DNS and metadata databases) only with enable_networking, the
-// Ceph keys only with enable_storage. A key of a disabled group is absent, not
-// None: a legacy plugin reading it fails its run (KeyError) and changes
-// nothing, as on a reference node, instead of running on None values.
-// Keys of our own (libvirt_uri, plugin_timeout, ...) are not in it: no legacy
-// plugin can know them.
-
-namespace {
-
-using nlohmann::json;
-
-json opt(const auto& v) { return v ? json(*v) : json(nullptr); }
-json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
-json path_or_null(const std::filesystem::path& p) { return p.empty() ? json(nullptr) : json(p.string()); }
-json sub(const std::filesystem::path& p, const char* leaf) {
-    return p.empty() ? json(nullptr) : json(p.string() + "/" + leaf);
-}
-
-// Keys every reference node has, whatever its functions.
-void general_keys(const Config& c, json& j) {
-    j["node"] = c.node;
-    j["node_hostname"] = c.host.hostname;
-    j["node_fqdn"] = c.host.fqdn;
-    j["node_domain"] = c.host.domain;
-    // The reference keeps the digits as text, and the integer 0 when the
-    // hostname has none.
-    bool has_digits = std::any_of(c.host.hostname.begin(), c.host.hostname.end(),
-                                  [](unsigned char ch) { return std::isdigit(ch); });
-    j["node_id"] = has_digits ? json(c.host.node_id) : json(0);
-    j["debug"] = c.debug;
-    j["daemon_mode"] = c.daemon_mode;
-    j["coordinators"] = c.coordinators;
-
-    j["enable_hypervisor"] = c.enable_hypervisor;
-    j["enable_networking"] = c.enable_networking;
-    j["enable_storage"] = c.enable_storage;
-    j["enable_api"] = c.enable_api;
-
-    j["vm_shutdown_timeout"] = c.vm_shutdown_timeout;
-    j["keepalive_interval"] = c.keepalive_interval;
-    // Passes follow the keepalive unless spaced further apart.
-    j["monitoring_interval"] = c.monitoring_interval.value_or(c.keepalive_interval);
-    j["fence_intervals"] = c.fence_intervals;
-    j["suicide_intervals"] = c.suicide_intervals;
-
-    j["successful_fence"] = str_or_null(c.successful_fence);
-    j["failed_fence"] = str_or_null(c.failed_fence);
-    j["ipmi_hostname"] = c.ipmi_hostname;
-    j["ipmi_username"] = c.ipmi_username;
-    j["ipmi_password"] = c.ipmi_password;
-    j["migration_target_selector"] = c.migration_target_selector;
-
-    j["plugin_directory"] = c.plugin_directory.string();
-    j["dynamic_directory"] = path_or_null(c.dynamic_directory);
-    j["log_directory"] = path_or_null(c.log_directory);
-    j["console_log_directory"] = path_or_null(c.console_log_directory);
-    j["dnsmasq_dynamic_directory"] = sub(c.dynamic_directory, "dnsmasq");
-    j["pdns_dynamic_directory"] = sub(c.dynamic_directory, "pdns");
-    j["nft_dynamic_directory"] = sub(c.dynamic_directory, "nft");
-    j["dnsmasq_log_directory"] = sub(c.log_directory, "dnsmasq");
-    j["pdns_log_directory"] = sub(c.log_directory, "pdns");
-    j["nft_log_directory"] = sub(c.log_directory, "nft");
-
-    j["file_logging"] = c.file_logging;
-    j["stdout_logging"] = c.stdout_logging;
-    j["zookeeper_logging"] = c.zookeeper_logging;
-    j["log_colours"] = c.log_colours;
-    j["log_dates"] = c.log_dates;
-    j["log_keepalives"] = c.log_keepalives;
-    j["log_keepalive_cluster_details"] = c.log_keepalive_cluster_details;
-    j["log_keepalive_plugin_details"] = c.log_keepalive_plugin_details;
-    j["console_log_lines"] = c.console_log_lines;
-    j["node_log_lines"] = c.node_log_lines;
-
-    // The reference adds static_data with the Ceph keys, but its start-up
-    // banner reads it on every node: a reference node without storage does
-    // not start at all. Every node of ours has it.
-    j["static_data"] = c.host.static_data;
-    j["pvcnoded_version"] = c.pvcnoded_version;
-}
-
-// enable_networking: the three networks, this node's devices and addresses,
-// the bridge and SR-IOV settings, the coordinators' databases.
-void networking_keys(const Config& c, json& j) {
-    for (const auto& [role, n] : {std::pair<const char*, const NetworkRole*>{"upstream", &c.upstream},
-                                  {"cluster", &c.cluster},
-                                  {"storage", &c.storage}}) {
-        std::string p = role;
-        j[p + "_domain"] = opt(n->domain);
-        j[p + "_network"] = opt(n->network);
-        j[p + "_floating_ip"] = opt(n->floating_ip);
-        if (p == "upstream") j[p + "_gateway"] = opt(n->gateway);
-        j[p + "_dev"] = opt(n->device);
-        j[p + "_mtu"] = opt(n->mtu);
-        j[p + "_dev_ip"] = n->dev_ip ? json(*n->dev_ip) : opt(n->address);
-    }
-
-    j["bridge_dev"] = opt(c.bridge_dev);
-    j["bridge_mtu"] = opt(c.bridge_mtu);
-    j["enable_sriov"] = c.enable_sriov;
-    json devices = json::array();
-    for (const auto& d : c.sriov_devices) {
-        devices.push_back({{"phy", d.phy}, {"mtu", opt(d.mtu)}, {"vfcount", d.vfcount}});
-    }
-    j["sriov_device"] = std::move(devices);
-
-    for (const auto& [prefix, db] : {std::pair<const char*, const DatabaseConfig*>{"pdns", &c.dns_database},
-                                     {"metadata", &c.metadata_database}}) {
-        std::string p = std::string(prefix) + "_postgresql_";
-        j[p + "host"] = opt(db->host);
-        j[p + "port"] = opt(db->port);
-        j[p + "dbname"] = opt(db->name);
-        j[p + "user"] = opt(db->user);
-        j[p + "password"] = opt(db->pass);
-    }
-}
-
-// enable_storage: the Ceph client files.
-void storage_keys(const Config& c, json& j) {
-    j["ceph_config_file"] = opt(c.ceph_config_file);
-    j["ceph_admin_keyring"] = opt(c.ceph_admin_keyring);
-}
-
-// One row per group of the reference's dictionary: the function that enables
-// it (none: always present) and the keys it adds.
-struct FlatGroup {
-    bool Config::*enabled;
-    void (*add)(const Config&, json&);
-};
-constexpr FlatGroup flat_groups[] = {
-    {nullptr, general_keys},
-    {&Config::enable_networking, networking_keys},
-    {&Config::enable_storage, storage_keys},
-};
-
-}  // namespace
-
-nlohmann::json Config::flat() const {
-    json j = json::object();
-    for (const auto& g : flat_groups)
-        if (!g.enabled || this->*g.enabled) g.add(*this, j);
-    // The loaded modules' reference keys (Module::flat_keys): present when their function is.
-    for (const auto& [key, value] : module_keys.items()) j[key] = value;
-    return j;
 }
 
 }  // namespace pvc
