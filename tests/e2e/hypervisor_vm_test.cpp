@@ -163,7 +163,9 @@ TEST_F(HypervisorVm, GuestGoneBehindTheDaemonsBackIsRestartedWithinASecond) {
     ASSERT_TRUE(back) << "guest not restarted; state=" << state();
     std::cout << "[ figures  ] out-of-band destroy took " << std::chrono::duration<double>(t0 - t_destroy).count()
               << " s; guest gone -> running again: " << took << " s\n";
-    EXPECT_LT(took, 1.0 + 1.0) << "noticed within a second (plus up to a second for QEMU to start)";
+    // `took` holds QEMU's own start (1.2-3 s measured on a loaded 2-core machine);
+    // the bound is that the restart does not wait for a later keepalive.
+    EXPECT_LT(took, 4.0) << "restarted on libvirt's event, before the next keepalive (5 s)";
     EXPECT_EQ(state(), "start");
 }
 

@@ -212,8 +212,12 @@ protected:
                                   {k("domain.migrate.sync_lock"), ""}}));
     }
     std::string get(std::string_view key, const std::string& id) { return admin->get(schema::path(key, {id})).value_or("<absent>"); }
+    // The reference's write checks the version it read, so it loses a race with
+    // the module's own write of the same key: a client then writes again.
     void set(std::string_view key, const std::string& id, const std::string& v) {
-        ASSERT_TRUE(admin->write({{schema::path(key, {id}), v}}));
+        bool written = false;
+        for (int attempt = 0; attempt < 5 && !written; attempt++) written = admin->write({{schema::path(key, {id}), v}});
+        ASSERT_TRUE(written) << "cannot write " << key << " of " << id;
     }
     bool state_is(const std::string& uuid, const std::string& s, std::chrono::milliseconds t = 15s) {
         return eventually([&] { return get("domain.state", uuid) == s; }, t);
