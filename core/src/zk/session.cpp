@@ -275,14 +275,7 @@ void SessionImpl::restore_ephemerals() {
         eph = ephemerals_;
     }
     for (const auto& [path, data] : eph) {
-        auto st = std::make_shared<OpState>();
-        int rc = call(
-            st,
-            [&](zhandle_t* zh, const void* d) {
-                return zoo_acreate(zh, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                                   ZOO_EPHEMERAL, string_done, d);
-            },
-            false);
+        int rc = create_node(path, data, ZOO_EPHEMERAL);
         if (rc != ZOK) spdlog::error("ZooKeeper: cannot re-create ephemeral {}: {}", path, zerror(rc));
     }
 }

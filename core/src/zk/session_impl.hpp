@@ -110,6 +110,9 @@ public:
 private:
     int call(const std::shared_ptr<OpState>& st, const std::function<int(zhandle_t*, const void*)>& submit,
              bool idempotent);
+    // One create request (never retried: a create is not idempotent); the
+    // created path (sequential suffix included) goes to *created.
+    int create_node(const std::string& path, const std::string& data, int mode, std::string* created = nullptr);
     std::shared_ptr<ZHandle> acquire_handle(Clock::time_point deadline, int& rc);
     std::shared_ptr<ZHandle> open_handle();  // creates a new generation, returns it (nullptr on failure)
     void post(std::function<void()> fn);

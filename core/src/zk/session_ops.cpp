@@ -203,9 +203,8 @@ std::optional<std::vector<std::string>> SessionImpl::children(const std::string&
     return without_contenders(std::move(*raw));
 }
 
-std::string SessionImpl::create(const std::string& path, const std::string& data, bool ephemeral, bool sequential) {
+int SessionImpl::create_node(const std::string& path, const std::string& data, int mode, std::string* created) {
     auto st = std::make_shared<OpState>();
-    int mode = (ephemeral ? ZOO_EPHEMERAL : 0) | (sequential ? ZOO_SEQUENCE : 0);
     int rc = call(
         st,
         [&](zhandle_t* zh, const void* d) {
@@ -213,8 +212,15 @@ std::string SessionImpl::create(const std::string& path, const std::string& data
                                mode, string_done, d);
         },
         false);
+    if (rc == ZOK && created) *created = st->created;
+    return rc;
+}
+
+std::string SessionImpl::create(const std::string& path, const std::string& data, bool ephemeral, bool sequential) {
+    std::string created;
+    int rc = create_node(path, data, (ephemeral ? ZOO_EPHEMERAL : 0) | (sequential ? ZOO_SEQUENCE : 0), &created);
     if (rc != ZOK) throw_rc(rc, "create", path);
-    return st->created;
+    return created;
 }
 
 Status SessionImpl::remove(const std::string& path, int32_t version) {
@@ -325,14 +331,7 @@ bool SessionImpl::write(const std::vector<KeyValue>& kvs) {
 }
 
 bool SessionImpl::create_ephemeral(const std::string& path, const std::string& data) {
-    auto st = std::make_shared<OpState>();
-    int rc = call(
-        st,
-        [&](zhandle_t* zh, const void* d) {
-            return zoo_acreate(zh, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                               ZOO_EPHEMERAL, string_done, d);
-        },
-        false);
+    int rc = create_node(path, data, ZOO_EPHEMERAL);
     if (rc == ZNODEEXISTS || rc == ZCONNECTIONLOSS) {
         // Ours already (an earlier attempt whose reply was lost)?
         Stat s;
