@@ -18,7 +18,7 @@ pvc:
   functions:
     enable_hypervisor: {hv}
     enable_networking: false
-    enable_storage: false
+    enable_storage: {st}
     enable_api: false
 {functions}  cluster:
     coordinators: {coords}
@@ -59,7 +59,7 @@ pvc:
         console_log_lines: 100
         node_log_lines: 200
 {extra})",
-                       fmt::arg("node", o.node), fmt::arg("hv", o.enable_hypervisor ? "true" : "false"),
+                       fmt::arg("node", o.node), fmt::arg("hv", o.enable_hypervisor ? "true" : "false"), fmt::arg("st", o.enable_storage ? "true" : "false"),
                        fmt::arg("coords", o.coordinators), fmt::arg("ka", o.keepalive_interval),
                        fmt::arg("plugins", plugins.string()), fmt::arg("base", o.base_dir.string()),
                        fmt::arg("modules", modules), fmt::arg("stdout", o.stdout_logging ? "true" : "false"),

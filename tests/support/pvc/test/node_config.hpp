@@ -14,6 +14,7 @@ struct NodeConfigOptions {
     std::filesystem::path module_dir;     // "" = leave unset
     std::filesystem::path plugin_dir;     // "" = <base_dir>/plugins (created empty)
     bool enable_hypervisor = false;
+    bool enable_storage = false;
     int keepalive_interval = 1;
     bool zookeeper_logging = true;
     bool stdout_logging = true;

@@ -1,0 +1,90 @@
+#include "storage.hpp"
+
+#include "command.hpp"
+#include "pvc/schema.hpp"
+
+namespace pvc::storage {
+
+void StorageModule::configure(const Config& config, ConfigProblems& problems) {
+    settings_.node = config.node;
+    settings_.coordinator = config.daemon_mode == "coordinator";
+    // The core requires both with enable_storage and reports their absence.
+    settings_.client.config_file = config.ceph_config_file.value_or("");
+    settings_.client.keyring = config.ceph_admin_keyring.value_or("");
+    if (config.storage.dev_ip) settings_.own_address = config.storage.dev_ip->substr(0, config.storage.dev_ip->find('/'));
+
+    ConfigNode storage = config.document.at("pvc.system.configuration.storage");
+    if (!storage.has_value() || !storage.is_map()) return;
+    int timeout = 3;
+    storage.child("ceph_timeout", problems).read(problems, timeout, 1, 60);
+    settings_.client.op_timeout = std::chrono::seconds(timeout);
+    settings_.client.mount_timeout = std::chrono::seconds(timeout);
+    storage.child("start_ceph_daemons", problems).read(problems, settings_.start_ceph_daemons);
+}
+
+void StorageModule::start(NodeContext& ctx) {
+    log_ = ctx.logger;
+    executor_ = &ctx.executor;
+    services_ = &ctx.services;
+    calls_ = std::make_shared<CephCalls>();
+    // A call's own deadline: librados' timeout plus a margin for its reply.
+    const auto deadline = std::chrono::milliseconds(settings_.client.op_timeout) + std::chrono::seconds(1);
+
+    if (settings_.own_address.empty())
+        log_.warn("No storage network address (storage_dev_ip): no RBD lock counts as this node's");
+    locks_ = std::make_shared<RbdLockService>(settings_.client, settings_.own_address, log_, calls_, deadline);
+    ctx.services.provide<services::RbdLocks>(std::static_pointer_cast<services::RbdLocks>(locks_));
+
+    objects_ = std::make_unique<CephObjects>(ctx.zk, log_, ctx.executor, CephObjects::Options{settings_.node});
+    objects_->start();
+    collector_ = std::make_unique<StatsCollector>(ctx.zk, log_, *objects_, *calls_,
+                                                  StatsCollector::Options{settings_.node, settings_.client, deadline});
+    pool_ = std::make_unique<ModulePool>(ctx.executor, "storage", 1);
+
+    // §1 e: coordinators run the cluster's monitor and manager; as the
+    // reference, the result is logged, never fatal.
+    if (settings_.coordinator && settings_.start_ceph_daemons) {
+        for (std::string unit : {"ceph-mon@" + settings_.node + ".service", "ceph-mgr@" + settings_.node + ".service"}) {
+            pool_->post("start " + unit, [log = log_, unit](std::stop_token) {
+                auto r = run_command({"systemctl", "start", unit}, {}, std::chrono::seconds(60));
+                if (r.exit_status != 0) log.warn("Starting {} failed: {}", unit, r.output);
+                else log.info("Started {}", unit);
+            });
+        }
+    }
+    tick_ = ctx.events.keepalive_tick.subscribe([this] { on_tick(); });
+}
+
+void StorageModule::on_tick() {
+    // A collection still running (a slow Ceph) is not doubled up: this tick
+    // is skipped and the previous figures stay.
+    if (busy_.exchange(true)) {
+        if (!skipping_.exchange(true)) log_.warn("Ceph statistics collection still running; keepalive's collection skipped");
+        return;
+    }
+    pool_->post("statistics", [this](std::stop_token stop) {
+        struct Done {
+            StorageModule& m;
+            ~Done() {
+                if (m.skipping_.exchange(false)) m.log_.info("Ceph statistics collection finished; collections resume");
+                m.busy_ = false;
+            }
+        } done{*this};
+        if (!stop.stop_requested()) collector_->collect();
+    });
+}
+
+void StorageModule::stop() {
+    tick_.reset();
+    if (services_ && locks_) services_->withdraw<services::RbdLocks>(std::static_pointer_cast<services::RbdLocks>(locks_));
+    if (pool_) pool_->stop();
+    if (objects_) objects_->stop();
+    if (calls_) calls_->wait_idle(std::chrono::seconds(15));
+}
+
+void StorageModule::contribute(KeepaliveReport& report) {
+    // The count of this node's OSDs comes from the mirrors (ZooKeeper), never from Ceph.
+    report.log_field("OSDs", std::to_string(objects_ ? objects_->own_osds() : 0));
+}
+
+}  // namespace pvc::storage

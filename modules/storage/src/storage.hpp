@@ -1,0 +1,63 @@
+// The storage module (storage.md, the node daemon's part): Ceph statistics
+// in ZooKeeper (§4), the /ceph mirrors and the OSD information refresh (§5),
+// the RBD lock service (§8), ceph-mon@/ceph-mgr@ on coordinators (§1 e).
+//
+// Its own configuration keys (besides the core's ceph_config_file,
+// ceph_admin_keyring and the storage network's address), under
+// pvc.system.configuration.storage:
+//   ceph_timeout: 3             seconds, every Ceph call (1..60)
+//   start_ceph_daemons: true    coordinators run `systemctl start ceph-mon@<node>`
+//                               and `ceph-mgr@<node>` at start (false in labs)
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "ceph_call.hpp"
+#include "ceph_objects.hpp"
+#include "collector.hpp"
+#include "pvc/module.hpp"
+#include "rbd_lock_service.hpp"
+
+namespace pvc::storage {
+
+struct StorageSettings {
+    ClientOptions client;
+    std::string own_address;  // address part of storage_dev_ip ("" when not configured)
+    bool coordinator = false;
+    bool start_ceph_daemons = true;
+    std::string node;
+};
+
+class StorageModule final : public Module {
+public:
+    std::string_view name() const override { return "storage"; }
+    void configure(const Config& config, ConfigProblems& problems) override;
+    void start(NodeContext& ctx) override;
+    void stop() override;
+    void contribute(KeepaliveReport& report) override;
+
+    const StorageSettings& settings() const { return settings_; }
+    // For tests: the parts, once started.
+    StatsCollector* collector() { return collector_.get(); }
+    CephObjects* objects() { return objects_.get(); }
+
+private:
+    void on_tick();
+
+    StorageSettings settings_;
+    Logger log_;
+    std::shared_ptr<CephCalls> calls_;
+    std::unique_ptr<CephObjects> objects_;
+    std::unique_ptr<StatsCollector> collector_;
+    std::shared_ptr<RbdLockService> locks_;
+    std::unique_ptr<ModulePool> pool_;
+    std::atomic<bool> busy_{false}, skipping_{false};
+    Executor* executor_ = nullptr;
+    ServiceRegistry* services_ = nullptr;
+    Subscription tick_;  // last: ends before the parts go
+};
+
+}  // namespace pvc::storage

@@ -1,0 +1,365 @@
+// The storage module against real components: a private mini Ceph (one
+// monitor, one manager, one memstore OSD; tests/support CephCluster) and a
+// private ZooKeeper, both on loopback, shared by the tests of this binary.
+// ZooKeeper values are read back with kazoo (/usr/bin/python3), as a
+// reference client reads them.
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ceph_call.hpp"
+#include "ceph_objects.hpp"
+#include "collector.hpp"
+#include "pvc/cluster.hpp"
+#include "pvc/config.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/test/ceph_cluster.hpp"
+#include "pvc/test/zk_server.hpp"
+#include "rbd_lock_service.hpp"
+#include "storage.hpp"
+
+using namespace std::chrono_literals;
+using namespace pvc::storage;
+using pvc::schema::path;
+using pvc::test::eventually;
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+    return n;
+}
+
+class Storage : public ::testing::Test {
+protected:
+    static inline pvc::test::CephCluster* ceph = nullptr;
+    static inline pvc::test::ZkServer* zk = nullptr;
+
+    static void SetUpTestSuite() {
+        ceph = new pvc::test::CephCluster(1);
+        ceph->create_pool("vms", 8);
+        zk = new pvc::test::ZkServer();
+        auto s = pvc::zk::Session::connect({zk->hosts()});
+        pvc::init_cluster(*s);
+    }
+    static void TearDownTestSuite() {
+        delete zk;
+        delete ceph;
+        zk = nullptr;
+        ceph = nullptr;
+    }
+
+    pvc::test::TempDir dir{"storage"};
+    std::shared_ptr<pvc::zk::Session> session;
+    pvc::Logger log;
+    std::string node = pvc::test::unique_name("hv");
+
+    void SetUp() override {
+        session = pvc::zk::Session::connect({zk->hosts()});
+        pvc::Config cfg;
+        cfg.file_logging = true;
+        cfg.log_directory = dir.path();
+        log = pvc::Logger(pvc::make_log_sink(&cfg), "storage");
+        session->ensure_path(path("node.name", {node}));
+        session->write(path("node.state.router", {node}), "primary");
+    }
+
+    std::string logged() { return slurp(dir.path() / "pvc.log"); }
+
+    ClientOptions client() const {
+        ClientOptions o;
+        o.config_file = ceph->conf().string();
+        o.keyring = ceph->keyring().string();
+        o.op_timeout = 3s;
+        o.mount_timeout = 3s;
+        return o;
+    }
+
+    // A pool and an OSD as the API and the worker create them (their keys only).
+    void define_pool(const std::string& pool) {
+        session->write({{path("pool.name", {pool}), ""},
+                        {path("pool.pgs", {pool}), "8"},
+                        {path("pool.tier", {pool}), "default"},
+                        {path("pool.stats", {pool}), "{}"}});
+        session->ensure_path(path("base.volume") + "/" + pool);
+    }
+    void define_osd(const std::string& id, const std::string& on_node) {
+        session->write({{path("osd.id", {id}), ""}, {path("osd.node", {id}), on_node}, {path("osd.stats", {id}),
+                         R"({"uuid": "|", "up": 0, "in": 0, "primary_affinity": "|", "weight": "|"})"}});
+    }
+
+    // kazoo's view of a key, as a reference client reads it.
+    std::string kazoo_get(const std::string& key) {
+        auto r = pvc::test::run_python(
+            "import sys\nfrom kazoo.client import KazooClient\n"
+            "zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)\n"
+            "sys.stdout.write(zk.get(sys.argv[2])[0].decode())\nzk.stop()\n",
+            {zk->hosts(), key});
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.out;
+    }
+
+    void make_image(const std::string& image) {
+        auto r = ceph->rbd({"create", "--size", "16", "vms/" + image});
+        ASSERT_EQ(r.status, 0) << r.err;
+    }
+    // An advisory lock held by the `rbd` tool's client, whose address is 127.0.0.1.
+    void lock_image(const std::string& image, const std::string& cookie) {
+        auto r = ceph->rbd({"lock", "add", "vms/" + image, cookie});
+        ASSERT_EQ(r.status, 0) << r.err;
+    }
+    nlohmann::json locks_of(const std::string& image) {
+        auto r = ceph->rbd({"lock", "list", "--format", "json", "vms/" + image});
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.out.empty() ? nlohmann::json::array() : nlohmann::json::parse(r.out);
+    }
+};
+
+// ------------------------------------------------------------------ statistics (§4)
+
+TEST_F(Storage, PrimaryPublishesStatusHealthUtilAndPoolAndOsdStatsInTheReferenceEncodings) {
+    define_pool("vms");
+    define_osd("0", node);
+    pvc::Executor ex(1);
+    CephObjects objects(session, log, ex, {node});
+    std::jthread io([&] { ex.run_io(); });
+    auto guard = boost::asio::make_work_guard(ex.io());
+    objects.start();
+    ASSERT_TRUE(eventually([&] { return objects.pools() == std::vector<std::string>{"vms"} && objects.own_osds() == 1; }));
+    CephCalls calls;
+    StatsCollector collector(session, log, objects, calls, {node, client(), 5s});
+    collector.collect();
+    EXPECT_EQ(collector.published(), 1u) << logged();
+
+    // /ceph: `ceph status` as plain text; /ceph/health: JSON with a status; /ceph/util: `ceph df` text.
+    auto status = kazoo_get("/ceph");
+    EXPECT_NE(status.find("cluster:"), std::string::npos) << status;
+    EXPECT_NE(status.find("HEALTH_OK"), std::string::npos) << status;
+    auto health = nlohmann::json::parse(kazoo_get("/ceph/health"));
+    EXPECT_EQ(health.at("status"), "HEALTH_OK");
+    EXPECT_NE(kazoo_get("/ceph/util").find("RAW STORAGE"), std::string::npos);
+
+    // Pool stats: the §4.4 fields in order, Python's separators (json.dumps of
+    // json.loads gives the same text), figures matching `rados df`.
+    auto r = pvc::test::run_python(
+        "import sys, json\nfrom kazoo.client import KazooClient\n"
+        "zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)\n"
+        "v = zk.get('/ceph/pools/vms/stats')[0].decode(); d = json.loads(v)\n"
+        "assert json.dumps(d) == v, v\n"
+        "print(','.join(d.keys())); print(d['free_bytes'] > 0, d['used_percent'] >= 0)\n"
+        "o = json.loads(zk.get('/ceph/osds/0/stats')[0].decode())\n"
+        "print(','.join(o.keys())); print(o['up'], o['in'], o['weight'] != '|', o['state'])\n",
+        {zk->hosts()});
+    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    std::istringstream lines(r.out);
+    std::string pool_keys, pool_figures, osd_keys, osd_figures;
+    std::getline(lines, pool_keys);
+    std::getline(lines, pool_figures);
+    std::getline(lines, osd_keys);
+    std::getline(lines, osd_figures);
+    EXPECT_EQ(pool_keys,
+              "id,stored_bytes,free_bytes,used_bytes,used_percent,num_objects,num_object_clones,num_object_copies,"
+              "num_objects_missing_on_primary,num_objects_unfound,num_objects_degraded,read_ops,read_bytes,write_ops,"
+              "write_bytes");
+    EXPECT_EQ(pool_figures, "True True");
+    EXPECT_EQ(osd_keys,
+              "uuid,up,in,primary_affinity,utilization,var,pgs,kb,kb_used,kb_used_data,kb_used_omap,kb_used_meta,"
+              "kb_avail,weight,reweight,class,node,used,avail,wr_ops,wr_data,rd_ops,rd_data,state");
+    EXPECT_EQ(osd_figures, "1 1 True exists,up");
+
+    // The rados counters are `rados df`'s (no I/O on the pool meanwhile).
+    auto pool = nlohmann::json::parse(session->get(path("pool.stats", {"vms"})).value_or("{}"));
+    auto rados_df = ceph->rados({"df", "--format", "json"});
+    ASSERT_EQ(rados_df.status, 0);
+    for (const auto& p : nlohmann::json::parse(rados_df.out).at("pools")) {
+        if (p.at("name") != "vms") continue;
+        for (const char* k : {"num_object_copies", "num_objects_degraded", "write_ops", "write_bytes"})
+            EXPECT_EQ(pool.at(k), p.at(k)) << k;
+    }
+    objects.stop();
+    guard.reset();
+    ex.io().stop();
+}
+
+TEST_F(Storage, StatisticsNeverRecreateAPoolOrOsdThatIsGone) {
+    define_pool("vms");
+    define_osd("0", node);
+    pvc::Executor ex(1);
+    CephObjects objects(session, log, ex, {node});
+    std::jthread io([&] { ex.run_io(); });
+    auto guard = boost::asio::make_work_guard(ex.io());
+    objects.start();
+    ASSERT_TRUE(eventually([&] { return !objects.pools().empty() && !objects.osd_ids().empty(); }));
+    // Gone in ZooKeeper after the mirrors saw them (the API removed them).
+    session->remove_recursive(path("pool.name", {"vms"}));
+    session->remove_recursive(path("osd.id", {"0"}));
+    CephCalls calls;
+    StatsCollector collector(session, log, objects, calls, {node, client(), 5s});
+    collector.collect();
+    EXPECT_FALSE(session->exists(path("pool.name", {"vms"})));
+    EXPECT_FALSE(session->exists(path("osd.id", {"0"})));
+    objects.stop();
+    guard.reset();
+    ex.io().stop();
+}
+
+TEST_F(Storage, NonPrimaryCallsNoCephAndWritesNothing) {
+    session->write(path("node.state.router", {node}), "secondary");
+    session->write(path("base.storage.health"), "sentinel");
+    pvc::Executor ex(1);
+    CephObjects objects(session, log, ex, {node});
+    CephCalls calls;
+    ClientOptions unreachable = client();
+    unreachable.config_file = (dir.path() / "missing.conf").string();
+    StatsCollector collector(session, log, objects, calls, {node, unreachable, 5s});
+    collector.collect();
+    EXPECT_EQ(collector.collections(), 1u);
+    EXPECT_EQ(collector.published(), 0u);
+    EXPECT_EQ(session->get(path("base.storage.health")).value_or(""), "sentinel");
+    EXPECT_EQ(logged().find("Failed to open connection"), std::string::npos) << "a non-primary tried Ceph";
+}
+
+// ------------------------------------------------------------------ mirrors and bad input (§5)
+
+TEST_F(Storage, MirrorsCountThisNodesOsdsAndSkipBadNames) {
+    define_pool("vms");
+    define_osd("0", node);
+    define_osd("7", "othernode");
+    session->ensure_path(path("base.osd") + "/notanid");
+    session->ensure_path(path("base.pool") + "/bad pool");
+    session->ensure_path(path("base.volume") + "/nosuchpool");
+    session->ensure_path(path("base.volume") + "/vms/disk0");
+    pvc::Executor ex(1);
+    CephObjects objects(session, log, ex, {node});
+    std::jthread io([&] { ex.run_io(); });
+    auto guard = boost::asio::make_work_guard(ex.io());
+    objects.start();
+    EXPECT_TRUE(eventually([&] { return objects.osd_ids() == std::vector<std::string>{"0", "7"}; }));
+    EXPECT_TRUE(eventually([&] { return objects.own_osds() == 1; }));
+    EXPECT_TRUE(eventually([&] { return objects.volumes("vms") == std::vector<std::string>{"disk0"}; }));
+    EXPECT_EQ(objects.pools(), std::vector<std::string>{"vms"});
+    // A new OSD of this node appears: counted.
+    define_osd("8", node);
+    EXPECT_TRUE(eventually([&] { return objects.own_osds() == 2; }));
+    auto text = logged();
+    EXPECT_EQ(count_of(text, "Ignoring OSD 'notanid'"), 1u) << text;
+    EXPECT_EQ(count_of(text, "Ignoring pool 'bad pool'"), 1u) << text;
+    EXPECT_NE(text.find("Ignoring the volume list of 'nosuchpool'"), std::string::npos) << text;
+    objects.stop();
+    guard.reset();
+    ex.io().stop();
+    session->remove_recursive(path("osd.id", {"7"}));
+    session->remove_recursive(path("osd.id", {"8"}));
+    session->remove_recursive(path("base.osd") + "/notanid");
+    session->remove_recursive(path("base.pool") + "/bad pool");
+    session->remove_recursive(path("base.volume") + "/nosuchpool");
+}
+
+TEST_F(Storage, OsdOfThisNodeIsRefreshedFromCephVolumeJsonWithoutAShell) {
+    // ceph-volume needs LVM OSDs, which the memstore lab has none of: a
+    // stand-in prints what `ceph-volume lvm list --format json` prints and
+    // records its arguments (one argument per item: no shell).
+    auto fake = dir.path() / "ceph-volume";
+    std::ofstream(fake) << "#!/bin/sh\nprintf '%s\\n' \"$@\" > " << (dir.path() / "args").string() << "\n"
+                        << "cat <<'EOF'\n"
+                        << R"({"5": [{"type": "block", "devices": ["/dev/sdz"], "vg_name": "ceph-v", "lv_name": "osd-block-l",)"
+                        << R"( "tags": {"ceph.osd_id": "5", "ceph.osd_fsid": "of", "ceph.cluster_fsid": "cf"}}]})" << "\nEOF\n";
+    std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+    session->write({{path("osd.id", {"5"}), ""}, {path("osd.device", {"5"}), "/dev/disk/by-path/x; rm -rf /"}});
+    session->write({{path("osd.id", {"6"}), ""}, {path("osd.device", {"6"}), "/dev/disk/by-path/pci-1"}});
+    pvc::Executor ex(1);
+    CephObjects objects(session, log, ex, {node, {fake.string()}, 10s});
+    // A device text with a space is refused before any command runs.
+    EXPECT_FALSE(objects.refresh_osd("5"));
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "args"));
+    session->write(path("osd.device", {"5"}), "/dev/disk/by-path/pci-0");
+    EXPECT_TRUE(objects.refresh_osd("5")) << logged();
+    EXPECT_EQ(slurp(dir.path() / "args"), "lvm\nlist\n--format\njson\n/dev/disk/by-path/pci-0\n");
+    EXPECT_EQ(session->get(path("osd.device", {"5"})).value_or(""), "/dev/sdz");
+    EXPECT_EQ(session->get(path("osd.ofsid", {"5"})).value_or(""), "of");
+    EXPECT_EQ(session->get(path("osd.cfsid", {"5"})).value_or(""), "cf");
+    EXPECT_EQ(session->get(path("osd.vg", {"5"})).value_or(""), "ceph-v");
+    EXPECT_EQ(session->get(path("osd.lv", {"5"})).value_or(""), "osd-block-l");
+    // The same output names no OSD 6: logged, its keys untouched.
+    EXPECT_FALSE(objects.refresh_osd("6"));
+    EXPECT_EQ(session->get(path("osd.device", {"6"})).value_or(""), "/dev/disk/by-path/pci-1");
+    EXPECT_NE(logged().find("Failed to find updated OSD information via ceph-volume for /dev/disk/by-path/pci-1"),
+              std::string::npos);
+    session->remove_recursive(path("osd.id", {"5"}));
+    session->remove_recursive(path("osd.id", {"6"}));
+}
+
+// ------------------------------------------------------------------ RBD locks (§8)
+
+TEST_F(Storage, OwnStaleLockIsFreedBeforeAStart) {
+    make_image("own");
+    lock_image("own", "auto 1234");
+    auto calls = std::make_shared<CephCalls>();
+    RbdLockService locks(client(), "127.0.0.1", log, calls, 10s);
+    EXPECT_EQ(locks.prepare_start("uuid-own", {"vms/own"}), std::nullopt) << logged();
+    EXPECT_TRUE(locks_of("own").empty()) << locks_of("own");
+    EXPECT_NE(logged().find("Flushing RBD locks"), std::string::npos);
+}
+
+TEST_F(Storage, AnotherHostsLockFailsTheStartWithTheSpecReasonAndStays) {
+    make_image("foreign");
+    lock_image("foreign", "auto 99");
+    auto calls = std::make_shared<CephCalls>();
+    RbdLockService locks(client(), "10.200.0.7", log, calls, 10s);
+    auto reason = locks.prepare_start("uuid-f", {"", "vms/foreign"});
+    ASSERT_TRUE(reason);
+    EXPECT_EQ(*reason, "Could not safely free RBD lock auto 99 (127.0.0.1) on volume vms/foreign; stop VM and flush "
+                       "locks manually");
+    EXPECT_EQ(locks_of("foreign").size(), 1u);
+}
+
+TEST_F(Storage, ForcedFreeingAfterAFenceFreesEveryLockWhoeverHoldsIt) {
+    make_image("fenced");
+    lock_image("fenced", "auto 5");
+    auto calls = std::make_shared<CephCalls>();
+    RbdLockService locks(client(), "10.200.0.7", log, calls, 10s);
+    EXPECT_EQ(locks.free_all("uuid-x", {"vms/fenced"}), std::nullopt);
+    EXPECT_TRUE(locks_of("fenced").empty());
+    // Then a start elsewhere finds nothing to refuse.
+    EXPECT_EQ(locks.prepare_start("uuid-x", {"vms/fenced"}), std::nullopt);
+}
+
+TEST_F(Storage, BadVolumeNamesAndMissingVolumesAreSkippedNotFatal) {
+    make_image("fine");
+    lock_image("fine", "auto 8");
+    auto calls = std::make_shared<CephCalls>();
+    RbdLockService locks(client(), "127.0.0.1", log, calls, 10s);
+    EXPECT_EQ(locks.prepare_start("uuid-b", {"no-slash", "vms/does-not-exist", "vms/fine"}), std::nullopt);
+    EXPECT_TRUE(locks_of("fine").empty());
+    EXPECT_NE(logged().find("'no-slash' is not pool/volume"), std::string::npos);
+    EXPECT_NE(logged().find("cannot list the RBD locks of vms/does-not-exist"), std::string::npos);
+    // Forced freeing is all or nothing: a listing failure is an error.
+    EXPECT_TRUE(locks.free_all("uuid-b", {"vms/does-not-exist"}));
+}
+
+TEST_F(Storage, UnreachableCephNeverHoldsTheCallerPastItsDeadline) {
+    ClientOptions dead = client();
+    // A monitor address where nothing listens.
+    auto conf = dir.path() / "dead.conf";
+    std::ofstream(conf) << "[global]\nmon host = 127.0.0.1:9\nkeyring = " << ceph->keyring().string() << "\n";
+    dead.config_file = conf.string();
+    dead.keyring = ceph->keyring().string();
+    dead.mount_timeout = 8s;  // librados would wait this long; our deadline is shorter
+    auto calls = std::make_shared<CephCalls>();
+    RbdLockService locks(dead, "127.0.0.1", log, calls, 1500ms);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(locks.free_all("uuid-d", {"vms/x"}));
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, pvc::test::scaled(5s)) << "bounded by the 1.5 s deadline";
+}
+
+}  // namespace
