@@ -1,16 +1,23 @@
-// pvcnoded as a whole, against a real ZooKeeper: time from start to `run`,
-// CPU per keepalive tick, resident memory, time to stop, and ZooKeeper
-// write transactions and bytes the daemon sends per tick, for
-//   (a) the core only (no plugins, no modules),
-//   (b) the core with every shipped health plugin (Python host loaded),
-//   (c) the hypervisor module with 50 running VMs (libvirt test driver),
-//   (d) the core with every shipped health plugin and the sample's logging
-//       (ZooKeeper logging, keepalive and plugin lines, a full 2,000-line
-//       ring, keepalive 5 s), one ZooKeeper log write per line
-//       (zookeeper_log_interval_ms 0, as PVC 0.9.x),
-//   (e) the same with the default batching (one write per 1,000 ms at most).
+// pvcnoded as a whole, in the shipped configuration (the sample's logging:
+// ZooKeeper log of 2,000 lines batched per second, keepalive, cluster-detail
+// and plugin lines, colours, debug off; keepalive 5 s; a health pass at most
+// every 60 s), against a real ZooKeeper. Per scenario, one daemon runs
+// `ticks` keepalives at 5 s and the bench prints per tick: CPU (user+system
+// of the whole process), ZooKeeper requests and bytes sent, the tick's wall
+// time; then RSS, PSS and threads, start->run and stop time. A second daemon
+// ticks every 100 ms (PVCNODED_KEEPALIVE_MS) for `fast` ticks: RSS/PSS at its
+// start and after them. Scenarios (letters):
+//   c  the core only (no plugins, no modules)
+//   n  the core only, ZooKeeper logging off (what the ring's write costs)
+//   p  the core with the 12 shipped health plugins (Python host)
+//   t  the hypervisor module on libvirt's test driver, 0, 10 and 50 VMs
+//   i  the measurement: hypervisor (test driver, 0/10/50 VMs) and the
+//      native `load` plugin only
+//   r  the same as t on a real libvirtd: PVC_BENCH_LIBVIRT_URI=qemu+tcp://...
+//   o  the old bench's settings (debug on, a pass per tick, a ZooKeeper write
+//      per log line) for comparison
 // Prints figures; never passes or fails on them.
-//   daemon_bench [seconds per scenario, default 20] [scenarios, default abcde]
+//   daemon_bench [ticks, default 12] [scenarios, default cpit] [fast, default 1000]
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -18,6 +25,10 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <ctime>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -37,34 +48,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// CPU time of every thread of `pid`, in nanoseconds (schedstat: ns on CPU).
-double cpu_ns(int pid) {
-    double total = 0;
-    std::string dir = fmt::format("/proc/{}/task", pid);
-    DIR* d = opendir(dir.c_str());
-    if (!d) return 0;
-    while (auto* e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        std::ifstream in(dir + "/" + e->d_name + "/schedstat");
-        double ns = 0;
-        if (in >> ns) total += ns;
-    }
-    closedir(d);
-    return total;
-}
-
-long rss_kib(int pid) {
-    std::ifstream in(fmt::format("/proc/{}/status", pid));
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-    return 0;
-}
-
-// The ZooKeeper server's last transaction id (`srvr`): every write
-// transaction (a multi counts once) and every session open/close adds one.
-long long server_zxid(int port) {
+// A ZooKeeper four-letter word's answer (the test server enables them all).
+std::string four_letter(int port, const char* word) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
+    if (fd < 0) return {};
     timeval tv{2, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     sockaddr_in a{};
@@ -72,13 +59,21 @@ long long server_zxid(int port) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(static_cast<uint16_t>(port));
     std::string out;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send(fd, "srvr", 4, 0) == 4) {
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        send(fd, word, std::strlen(word), 0) == static_cast<ssize_t>(std::strlen(word))) {
         char buf[4096];
         for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
     }
     ::close(fd);
-    auto p = out.find("Zxid: ");
-    return p == std::string::npos ? -1 : std::stoll(out.substr(p + 6), nullptr, 16);
+    return out;
+}
+
+// An `ss -p` line of a connection the daemon opened: the bench's own
+// ZooKeeper socket is inherited by the daemon's process too (it is not
+// close-on-exec), so a connection the bench also holds is the bench's.
+bool is_daemons(const std::string& line, int pid) {
+    return line.find(fmt::format("pid={},", pid)) != std::string::npos &&
+           line.find(fmt::format("pid={},", getpid())) == std::string::npos;
 }
 
 // Bytes `pid` has sent on its TCP connections to `port` (ss's tcp_info).
@@ -89,7 +84,7 @@ long long bytes_sent_to(int pid, int port) {
     std::istringstream in(r.out);
     for (std::string line; std::getline(in, line);) {
         if (line.rfind("ESTAB", 0) == 0) {
-            ours = line.find(fmt::format("pid={},", pid)) != std::string::npos;
+            ours = is_daemons(line, pid);
             continue;
         }
         auto p = line.find("bytes_sent:");
@@ -140,122 +135,309 @@ void define_vms(pvc::zk::Session& zk, const std::string& node, int count) {
     }
 }
 
-struct Figures {
-    double start_to_run_ms = 0;
-    double cpu_per_tick_ms = 0;
-    long rss_kib = 0;
-    double stop_ms = 0;
-    int ticks = 0;
-    double zk_txns_per_tick = 0, zk_kib_per_tick = 0, log_writes_per_tick = 0;
-    std::string note;
+
+// What one daemon process costs, read from /proc (the whole process: threads
+// that have exited, like a plugin pass's, are counted in utime/stime).
+struct ProcSample {
+    double cpu_ms = 0;  // user + system
+    long rss_kib = 0, pss_kib = 0;
+    int threads = 0;
 };
 
-// zk_log_ms: -1 ZooKeeper logging off, else zookeeper_log_interval_ms with
-// the sample's logging (2,000-line ring, keepalive every 5 s).
-Figures measure(const std::string& label, bool plugins, int vms, int seconds, int zk_log_ms = -1) {
-    pvc::test::ZkServer server;
-    pvc::test::TempDir dir("bench");
-    auto zk = pvc::zk::Session::connect({server.hosts()});
-    pvc::init_cluster(*zk);
-    if (vms) define_vms(*zk, "hv1", vms);
+ProcSample sample(int pid) {
+    ProcSample s;
+    // The process's CPU clock: user + system of every thread, exited ones
+    // included, in nanoseconds (utime/stime in /proc count 10 ms steps).
+    clockid_t clock;
+    timespec ts{};
+    if (clock_getcpuclockid(pid, &clock) == 0 && clock_gettime(clock, &ts) == 0)
+        s.cpu_ms = static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+    std::ifstream st(fmt::format("/proc/{}/status", pid));
+    for (std::string line; std::getline(st, line);) {
+        if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stol(line.substr(6));
+        if (line.rfind("Threads:", 0) == 0) s.threads = std::stoi(line.substr(8));
+    }
+    std::ifstream sm(fmt::format("/proc/{}/smaps_rollup", pid));
+    for (std::string line; std::getline(sm, line);)
+        if (line.rfind("Pss:", 0) == 0) s.pss_kib = std::stol(line.substr(4));
+    return s;
+}
 
-    pvc::test::NodeConfigOptions o;
+// Requests the server received on the daemon's connections (`cons`: one line
+// per connection, "/127.0.0.1:<client port>[1](queued=0,recved=N,...").
+long long requests_from(int pid, int port) {
+    std::vector<std::string> ours;
+    auto r = pvc::test::run_command({"ss", "-tnpH", fmt::format("( dport = :{} )", port)});
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+        if (!is_daemons(line, pid)) continue;
+        std::istringstream f(line);
+        std::string state, rq, sq, local;
+        f >> state >> rq >> sq >> local;
+        ours.push_back(local.substr(local.rfind(':')));  // ":<port>"
+    }
+    std::string cons = four_letter(port, "cons");
+    long long total = 0;
+    std::istringstream c(cons);
+    for (std::string line; std::getline(c, line);) {
+        for (const auto& lp : ours) {
+            if (line.find(lp + "[") == std::string::npos) continue;
+            auto p = line.find("recved=");
+            if (p != std::string::npos) total += std::stoll(line.substr(p + 7));
+        }
+    }
+    return total;
+}
+
+// Mean of the "in 0.01 seconds" of the keepalive lines logged since byte `from`
+// of the daemon's log (the tick's own wall time; 10 ms resolution).
+std::pair<double, int> tick_wall_ms(const std::filesystem::path& log, size_t from) {
+    std::string text = pvc::test::slurp(log);
+    if (from > text.size()) from = 0;
+    double sum = 0;
+    int n = 0;
+    for (size_t p = text.find(" keepalive @ ", from); p != std::string::npos; p = text.find(" keepalive @ ", p + 1)) {
+        auto eol = text.find('\n', p);
+        auto in = text.rfind(" in ", eol);
+        if (in == std::string::npos || in < p) continue;
+        sum += std::strtod(text.c_str() + in + 4, nullptr) * 1000.0;
+        ++n;
+    }
+    return {n ? sum / n : 0.0, n};
+}
+
+struct Scenario {
+    std::string label;
+    bool plugins = false;
+    bool load_plugin_only = false;  // the measurement: only the native `load` plugin
+    int vms = 0;  // -1: hypervisor on, no VMs
+    std::string libvirt_uri = "test:///default";
+    int keepalive_s = 5;          // the sample's
+    int fast_keepalive_ms = 0;    // >0: fast-forward ticks (PVCNODED_KEEPALIVE_MS) for the memory run
+    int zk_log_ms = 1000;         // -1: ZooKeeper logging off
+    bool shipped_logging = true;  // the sample's logging section, debug off, monitoring_interval 60
+};
+
+std::string scenario_yaml(const Scenario& sc, pvc::test::NodeConfigOptions& o, pvc::test::ZkServer& server,
+                          const pvc::test::TempDir& dir) {
     o.node = "hv1";
     o.coordinators = fmt::format("[hv1:{}]", server.port());
     o.base_dir = dir.path();
     o.module_dir = pvc::test::build_dir() + "/modules";
-    if (plugins) o.plugin_dir = pvc::test::build_dir() + "/plugins";
-    o.enable_hypervisor = vms > 0;
-    o.keepalive_interval = zk_log_ms >= 0 ? 5 : 1;
-    o.stdout_logging = false;
-    o.zookeeper_logging = zk_log_ms >= 0;
-    if (vms) o.extra_system_yaml = "    hypervisor:\n      libvirt_uri: test:///default\n";
-    auto cfg = pvc::test::write_node_config(o);
-    if (zk_log_ms >= 0) {
-        std::string yaml = pvc::test::slurp(cfg);
-        const std::string lines = "node_log_lines: 200\n";
-        yaml.replace(yaml.find(lines), lines.size(),
-                     fmt::format("node_log_lines: 2000\n        zookeeper_log_interval_ms: {}\n", zk_log_ms));
-        std::ofstream(cfg) << yaml;
-        zk->ensure_path(pvc::schema::path("logs.node", {"hv1"}));
-        zk->write(pvc::schema::path("logs.messages", {"hv1"}), full_ring());
+    if (sc.plugins) o.plugin_dir = pvc::test::build_dir() + "/plugins";
+    if (sc.load_plugin_only) {
+        o.plugin_dir = dir.path() / "plugins";
+        std::filesystem::create_directories(o.plugin_dir);
+        std::filesystem::create_symlink(pvc::test::build_dir() + "/plugins/load.so", o.plugin_dir / "load.so");
     }
+    o.enable_hypervisor = sc.vms != 0;
+    o.keepalive_interval = sc.keepalive_s;
+    o.stdout_logging = sc.shipped_logging;
+    o.zookeeper_logging = sc.zk_log_ms >= 0;
+    if (sc.vms) o.extra_system_yaml = fmt::format("    hypervisor:\n      libvirt_uri: {}\n", sc.libvirt_uri);
+    std::string yaml = pvc::test::node_config_yaml(o);
+    auto replace = [&](const std::string& from, const std::string& to) {
+        auto p = yaml.find(from);
+        if (p != std::string::npos) yaml.replace(p, from.size(), to);
+    };
+    if (sc.zk_log_ms >= 0)
+        replace("node_log_lines: 200\n",
+                fmt::format("node_log_lines: 2000\n        zookeeper_log_interval_ms: {}\n", sc.zk_log_ms));
+    if (sc.shipped_logging) {
+        // etc/pvcnoded.sample.yaml: debug off, colours on, a health pass at most every 60 s.
+        replace("debug: true", "debug: false");
+        replace("log_colours: false", "log_colours: true");
+        replace("      keepalive_interval:", "      monitoring_interval: 60\n      keepalive_interval:");
+    }
+    return yaml;
+}
 
-    Figures f;
-    auto state = [&] { return zk->get(pvc::schema::path("node.state.daemon", {"hv1"})).value_or(""); };
+struct Run {
+    std::unique_ptr<pvc::test::ZkServer> server;
+    std::unique_ptr<pvc::test::TempDir> dir;
+    std::shared_ptr<pvc::zk::Session> zk;
+    std::unique_ptr<pvc::test::DaemonProcess> daemon;
+    double start_to_run_ms = 0;
+    std::string note;
+};
+
+std::string daemon_state(pvc::zk::Session& zk) {
+    return zk.get(pvc::schema::path("node.state.daemon", {"hv1"})).value_or("");
+}
+
+long keepalive_ts(pvc::zk::Session& zk) {
+    return std::stol(zk.get(pvc::schema::path("node.keepalive", {"hv1"})).value_or("0"));
+}
+
+// Starts the scenario's daemon and waits for `run` and its VMs.
+bool start(Run& r, const Scenario& sc, int fast_keepalive_ms) {
+    r.server = std::make_unique<pvc::test::ZkServer>();
+    r.dir = std::make_unique<pvc::test::TempDir>("bench");
+    r.zk = pvc::zk::Session::connect({r.server->hosts()});
+    pvc::init_cluster(*r.zk);
+    int vms = std::max(sc.vms, 0);
+    if (vms) define_vms(*r.zk, "hv1", vms);
+    pvc::test::NodeConfigOptions o;
+    std::string yaml = scenario_yaml(sc, o, *r.server, *r.dir);
+    std::filesystem::create_directories(o.base_dir);
+    auto cfg = o.base_dir / "pvcnoded.yaml";
+    std::ofstream(cfg) << yaml;
+    if (sc.zk_log_ms >= 0) {
+        r.zk->ensure_path(pvc::schema::path("logs.node", {"hv1"}));
+        r.zk->write(pvc::schema::path("logs.messages", {"hv1"}), full_ring());
+    }
+    if (fast_keepalive_ms > 0) setenv("PVCNODED_KEEPALIVE_MS", std::to_string(fast_keepalive_ms).c_str(), 1);
     auto t0 = Clock::now();
-    pvc::test::DaemonProcess d("hv1", cfg, dir.path() / "out.log");
-    while (state() != "run" && Clock::now() - t0 < 30s) std::this_thread::sleep_for(1ms);
-    f.start_to_run_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (state() != "run") {
-        f.note = "never reached run: " + pvc::test::slurp(dir.path() / "out.log.err");
-        return f;
+    r.daemon = std::make_unique<pvc::test::DaemonProcess>("hv1", cfg, r.dir->path() / "out.log");
+    unsetenv("PVCNODED_KEEPALIVE_MS");
+    while (daemon_state(*r.zk) != "run" && Clock::now() - t0 < 30s) std::this_thread::sleep_for(1ms);
+    r.start_to_run_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (daemon_state(*r.zk) != "run") {
+        r.note = "never reached run: " + pvc::test::slurp(r.dir->path() / "out.log.err");
+        return false;
     }
     if (vms) {
         auto running = [&] {
-            auto r = zk->get(pvc::schema::path("node.running_domains", {"hv1"})).value_or("");
-            return std::count(r.begin(), r.end(), '-') / 4;
+            auto v = r.zk->get(pvc::schema::path("node.running_domains", {"hv1"})).value_or("");
+            return std::count(v.begin(), v.end(), '-') / 4;
         };
-        pvc::test::eventually([&] { return running() >= vms; }, 30s);
-        f.note = fmt::format("{} VMs running", running());
+        pvc::test::eventually([&] { return running() >= vms; }, 60s);
+        r.note = fmt::format("{} VMs running", running());
     }
-    std::this_thread::sleep_for(2s);  // settle (first health pass, VM start-up)
-    auto ka = [&] { return std::stol(zk->get(pvc::schema::path("node.keepalive", {"hv1"})).value_or("0")); };
-    auto log_version = [&] {
-        pvc::zk::Stat st;
-        zk->get(pvc::schema::path("logs.messages", {"hv1"}), &st);
-        return st.version;
-    };
-    long k0 = ka();
-    double c0 = cpu_ns(d.pid());
-    long long z0 = server_zxid(server.port()), b0 = bytes_sent_to(d.pid(), server.port());
-    int32_t l0 = log_version();
-    std::this_thread::sleep_for(std::chrono::seconds(seconds));
-    double c1 = cpu_ns(d.pid());
-    long long z1 = server_zxid(server.port()), b1 = bytes_sent_to(d.pid(), server.port());
-    int32_t l1 = log_version();
-    long k1 = ka();
-    f.ticks = static_cast<int>((k1 - k0) / o.keepalive_interval);
-    f.cpu_per_tick_ms = f.ticks > 0 ? (c1 - c0) / 1e6 / f.ticks : 0;
-    if (f.ticks > 0) {
-        f.zk_txns_per_tick = static_cast<double>(z1 - z0) / f.ticks;
-        f.zk_kib_per_tick = static_cast<double>(b1 - b0) / 1024.0 / f.ticks;
-        f.log_writes_per_tick = static_cast<double>(l1 - l0) / f.ticks;
-    }
-    f.rss_kib = rss_kib(d.pid());
+    return true;
+}
+
+void stop(Run& r, double* stop_ms = nullptr) {
     auto s0 = Clock::now();
-    d.signal(SIGTERM);
-    d.wait(60s);
-    f.stop_ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
-    std::cout << fmt::format("{:<44} {:>10.1f} {:>14.3f} {:>10.1f} {:>10.1f} {:>9.2f} {:>10.1f} {:>9.2f}  {}\n", label,
-                             f.start_to_run_ms, f.cpu_per_tick_ms, f.rss_kib / 1024.0, f.stop_ms, f.zk_txns_per_tick,
-                             f.zk_kib_per_tick, f.log_writes_per_tick, f.note)
+    r.daemon->signal(SIGTERM);
+    r.daemon->wait(60s);
+    if (stop_ms) *stop_ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
+}
+
+// (1) `ticks` keepalives at the scenario's own interval: CPU, requests, bytes,
+// wall per tick. (2) If fast_ticks: a second daemon ticking every
+// fast_keepalive_ms, RSS/PSS after its first tick and after `fast_ticks` ticks.
+void measure(const Scenario& sc, int ticks, int fast_ticks) {
+    std::string line = fmt::format("{:<40}", sc.label);
+    {
+        Run r;
+        if (!start(r, sc, 0)) {
+            std::cout << line << " " << r.note << "\n" << std::flush;
+            return;
+        }
+        // Settle: VM start-up, the first health pass (it runs with the first ticks).
+        std::this_thread::sleep_for(std::chrono::seconds(sc.keepalive_s + 2));
+        auto log = r.dir->path() / "log" / "pvc.log";
+        size_t log0 = pvc::test::slurp(log).size();
+        int pid = r.daemon->pid();
+        int port = r.server->port();
+        long k0 = keepalive_ts(*r.zk);
+        // Start right after a tick, so the window holds `ticks` whole ticks.
+        while (keepalive_ts(*r.zk) == k0) std::this_thread::sleep_for(5ms);
+        k0 = keepalive_ts(*r.zk);
+        auto p0 = sample(pid);
+        long long q0 = requests_from(pid, port), b0 = bytes_sent_to(pid, port);
+        auto w0 = Clock::now();
+        while (keepalive_ts(*r.zk) < k0 + static_cast<long>(ticks) * sc.keepalive_s)
+            std::this_thread::sleep_for(20ms);
+        auto p1 = sample(pid);
+        long long q1 = requests_from(pid, port), b1 = bytes_sent_to(pid, port);
+        double window_s = std::chrono::duration<double>(Clock::now() - w0).count();
+        auto [wall, n] = tick_wall_ms(log, log0);
+        double stop_ms = 0;
+        stop(r, &stop_ms);
+        line += fmt::format(" {:>8.0f} {:>9.3f} {:>8.1f} {:>8.2f} {:>7.1f} {:>6.1f} {:>6.1f} {:>4} {:>7.0f}", r.start_to_run_ms,
+                            (p1.cpu_ms - p0.cpu_ms) / ticks, static_cast<double>(q1 - q0) / ticks,
+                            static_cast<double>(b1 - b0) / 1024.0 / ticks, wall, p1.rss_kib / 1024.0,
+                            p1.pss_kib / 1024.0, p1.threads, stop_ms);
+        line += fmt::format("  [{} ticks in {:.0f} s; {}]", ticks, window_s, r.note);
+    }
+    std::cout << line << "\n" << std::flush;
+    if (fast_ticks <= 0 || sc.fast_keepalive_ms <= 0) return;
+    Run r;
+    if (!start(r, sc, sc.fast_keepalive_ms)) {
+        std::cout << fmt::format("{:<40} fast-forward: {}\n", "", r.note) << std::flush;
+        return;
+    }
+    int pid = r.daemon->pid();
+    auto log = r.dir->path() / "log" / "pvc.log";
+    std::this_thread::sleep_for(2s);
+    auto count_ticks = [&] {
+        std::string text = pvc::test::slurp(log);
+        int n = 0;
+        for (size_t p = text.find(" keepalive @ "); p != std::string::npos; p = text.find(" keepalive @ ", p + 1)) ++n;
+        return n;
+    };
+    int t0 = count_ticks();
+    auto s0 = sample(pid);
+    auto w0 = Clock::now();
+    while (count_ticks() < t0 + fast_ticks && Clock::now() - w0 < 1h) std::this_thread::sleep_for(500ms);
+    int done = count_ticks() - t0;
+    auto s1 = sample(pid);
+    stop(r);
+    std::cout << fmt::format("{:<40} after {} ticks every {} ms: RSS {:.1f} -> {:.1f} MiB, PSS {:.1f} -> {:.1f} MiB, "
+                             "threads {} -> {}, CPU/tick {:.3f} ms\n",
+                             "", done, sc.fast_keepalive_ms, s0.rss_kib / 1024.0, s1.rss_kib / 1024.0,
+                             s0.pss_kib / 1024.0, s1.pss_kib / 1024.0, s0.threads, s1.threads,
+                             done ? (s1.cpu_ms - s0.cpu_ms) / done : 0.0)
               << std::flush;
-    return f;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    int seconds = argc > 1 ? std::atoi(argv[1]) : 20;
-    std::string only = argc > 2 ? argv[2] : "abcde";  // which scenarios
-    std::cout << fmt::format("pvcnoded, keepalive_interval 1 s (d, e: 5 s), {} s measured per scenario\n", seconds);
-    std::cout << fmt::format("{:<44} {:>10} {:>14} {:>10} {:>10} {:>9} {:>10} {:>9}\n", "scenario", "to run ms",
-                             "CPU/tick ms", "RSS MiB", "stop ms", "ZK tx/t", "ZK KiB/t", "log wr/t");
-    if (only.find('a') != std::string::npos) measure("(a) core only", false, 0, seconds);
-    if (only.find('b') != std::string::npos) measure("(b) core + all shipped plugins (Python host)", true, 0, seconds);
-    if (only.find('c') != std::string::npos) {
-        if (std::filesystem::exists(pvc::test::build_dir() + "/modules/libpvc-module-hypervisor.so"))
-            measure("(c) hypervisor module, 50 VMs (test driver)", false, 50, seconds);
-        else
-            std::cout << "(c) skipped: hypervisor module not built\n";
+    int ticks = argc > 1 ? std::atoi(argv[1]) : 12;
+    std::string only = argc > 2 ? argv[2] : "cpit";
+    int fast_ticks = argc > 3 ? std::atoi(argv[3]) : 1000;
+    const char* real_uri = std::getenv("PVC_BENCH_LIBVIRT_URI");
+    bool have_hv = std::filesystem::exists(pvc::test::build_dir() + "/modules/libpvc-module-hypervisor.so");
+    std::cout << fmt::format(
+        "pvcnoded in the shipped configuration (etc/pvcnoded.sample.yaml's logging: ZooKeeper log 2,000 lines "
+        "batched 1 s, keepalive and plugin lines, colours; debug off; keepalive 5 s; monitoring_interval 60 s)\n"
+        "{} ticks measured per scenario at 5 s; memory after {} ticks fast-forwarded at 100 ms\n",
+        ticks, fast_ticks);
+    std::cout << fmt::format("{:<40} {:>8} {:>9} {:>8} {:>8} {:>7} {:>6} {:>6} {:>4} {:>7}\n", "scenario", "to run",
+                             "CPU/tick", "ZK rq/t", "KiB/t", "wall/t", "RSS", "PSS", "thr", "stop ms");
+    std::cout << fmt::format("{:<40} {:>8} {:>9} {:>8} {:>8} {:>7} {:>6} {:>6} {:>4} {:>7}\n", "", "ms", "ms", "", "",
+                             "ms", "MiB", "MiB", "", "") << std::flush;
+    auto want = [&](char c) { return only.find(c) != std::string::npos; };
+    if (want('c')) measure({.label = "core only", .fast_keepalive_ms = 100}, ticks, fast_ticks);
+    if (want('n')) measure({.label = "core only, ZooKeeper logging off", .zk_log_ms = -1}, ticks, 0);
+    if (want('p'))
+        measure({.label = "core + 12 plugins (Python host)", .plugins = true, .fast_keepalive_ms = 100}, ticks,
+                fast_ticks);
+    if (want('t')) {
+        if (!have_hv) std::cout << "hypervisor scenarios skipped: module not built\n";
+        for (int vms : {0, 10, 50})
+            if (have_hv)
+                measure({.label = fmt::format("hypervisor, {} VMs (test driver)", vms), .vms = vms ? vms : -1,
+                         .fast_keepalive_ms = 100},
+                        ticks, fast_ticks);
     }
-    if (only.find('d') != std::string::npos)
-        measure("(d) plugins, sample logging, a ZK write per line", true, 0, seconds, 0);
-    if (only.find('e') != std::string::npos)
-        measure("(e) plugins, sample logging, ZK log batched 1 s", true, 0, seconds, 1000);
-    std::cout << "CPU/tick counts every thread of the daemon over the window (ZooKeeper pings included).\n"
-                 "ZK tx/t: write transactions the server committed per tick (a multi counts once);\n"
-                 "ZK KiB/t: bytes the daemon sent to ZooKeeper per tick; log wr/t: writes of /logs/<node>/messages.\n";
+    if (want('i') && have_hv)
+        for (int vms : {0, 10, 50})
+            measure({.label = fmt::format("hypervisor {} VMs + `load` (test drv)", vms), .load_plugin_only = true,
+                     .vms = vms ? vms : -1, .fast_keepalive_ms = 100},
+                    ticks, fast_ticks);
+    if (want('r')) {
+        if (!real_uri || !have_hv)
+            std::cout << "real libvirtd scenarios skipped: set PVC_BENCH_LIBVIRT_URI (e.g. a lab node's libvirtd)\n";
+        else
+            for (int vms : {0, 10, 50})
+                measure({.label = fmt::format("hypervisor, {} VMs ({})", vms, real_uri), .vms = vms ? vms : -1,
+                         .libvirt_uri = real_uri, .fast_keepalive_ms = 100},
+                        ticks, fast_ticks);
+    }
+    if (want('o')) {
+        // The old bench's settings: debug on, a health pass per keepalive, one ZooKeeper write per line.
+        measure({.label = "plugins, debug, pass per tick, ZK/line", .plugins = true, .zk_log_ms = 0,
+                 .shipped_logging = false},
+                ticks, 0);
+    }
+    std::cout << "CPU/tick: user+system of the whole process (exited threads included) over the window / ticks;\n"
+                 "ZK rq/t: requests the server received on the daemon's connections per tick (pings included);\n"
+                 "KiB/t: bytes the daemon sent to ZooKeeper per tick; wall/t: the keepalive line's own time (10 ms "
+                 "steps);\n"
+                 "RSS/PSS/threads at the end of the window.\n";
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "pvc/log.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -171,6 +172,7 @@ public:
             zk_enabled_ = cfg->zookeeper_logging && ring_max > 0;
             ring_ = LogRing(ring_max);
             zk_period_ = std::chrono::milliseconds(cfg->zookeeper_log_interval_ms);
+            gather_ = std::min(zk_period_ / 4, std::chrono::milliseconds(200));
             for (std::string s : {cfg->ipmi_password, cfg->dns_database.pass.value_or(""),
                                   cfg->metadata_database.pass.value_or("")})
                 if (s.size() >= 3 && s != "null") secrets_.push_back(std::move(s));
@@ -220,6 +222,7 @@ public:
             std::string zline = dates_ && state != LogState::none ? line : timestamp() + " " + line;
             std::lock_guard g(m_);
             ring_.push(zline);
+            if (!dirty_) first_dirty_ = std::chrono::steady_clock::now();
             dirty_ = true;
             cv_.notify_one();
         }
@@ -248,6 +251,7 @@ public:
         // Keep what earlier runs left, in front of this run's lines.
         if (existing && !existing->empty()) ring_.prepend(*existing);
         version_ = existing ? stat.version : -1;
+        if (!dirty_) first_dirty_ = std::chrono::steady_clock::now();
         dirty_ = true;
         stop_ = false;
         attaching_ = false;
@@ -278,6 +282,9 @@ public:
 private:
     // At most one write per zk_period_ (issue: a write per line rewrote the
     // whole ring for every line); at shutdown the last lines are written at once.
+    // After a quiet spell the first line waits a little (a quarter period, at
+    // most 200 ms) for the lines logged with it (a keepalive logs two, a
+    // health pass one per plugin), so such a burst costs one write, not two.
     void run_writer() {
         using clock = std::chrono::steady_clock;
         std::unique_lock lk(m_);
@@ -285,7 +292,8 @@ private:
         for (;;) {
             cv_.wait(lk, [this] { return dirty_ || stop_; });
             if (!dirty_ && stop_) return;
-            cv_.wait_until(lk, last_write + zk_period_, [this] { return stop_; });
+            cv_.wait_until(lk, std::max(last_write + zk_period_, first_dirty_ + gather_),
+                           [this] { return stop_; });
             std::string value = ring_.value();
             dirty_ = false;
             lk.unlock();
@@ -342,8 +350,10 @@ private:
     std::condition_variable cv_;
     LogRing ring_{0};
     std::chrono::milliseconds zk_period_{1000};
+    std::chrono::milliseconds gather_{200};
     bool dirty_ = false, stop_ = false, attaching_ = false;
     std::chrono::steady_clock::time_point drain_deadline_;
+    std::chrono::steady_clock::time_point first_dirty_;  // the oldest line not written yet
     std::thread writer_;
     std::shared_ptr<zk::Session> session_;
     std::string path_;

@@ -115,6 +115,27 @@ TEST_F(ZooKeeperLog, ABurstIsBatchedAndKeepsTheLastLines) {
     pvc::shutdown_log_sink(s);
 }
 
+// A keepalive logs two lines a moment apart after seconds of quiet: one
+// write of the ring for both (before, the first line was written at once and
+// the second one a period later: two writes of the whole ring per tick).
+TEST_F(ZooKeeperLog, LinesLoggedTogetherAfterQuietShareOneWrite) {
+    const int period_ms = 2000;
+    auto s = sink(100, period_ms);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("start");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("start") != std::string::npos; }, 10s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(period_ms + 200));  // quiet for more than a period
+    const int32_t v0 = version();
+    log.info("keepalive line");
+    std::this_thread::sleep_for(20ms);
+    log.info("cluster details line");
+    ASSERT_TRUE(pvc::test::eventually(
+        [&] { return messages().find("cluster details line") != std::string::npos; }, 10s));
+    EXPECT_EQ(version(), v0 + 1) << messages();
+    pvc::shutdown_log_sink(s);
+}
+
 TEST_F(ZooKeeperLog, ShutdownWritesTheLinesOfThePeriodAtOnce) {
     auto s = sink(100, 60000);  // nothing but the first write and shutdown within this test
     pvc::Logger log(s, "");

@@ -92,6 +92,11 @@ std::shared_ptr<ZHandle> SessionImpl::open_handle() {
         spdlog::warn("ZooKeeper: cannot open a handle for {}: {}", opts_.hosts, std::strerror(errno));
         return nullptr;
     }
+    // By default the client resolves the coordinators' names on every turn of
+    // its I/O loop (a netlink dump and a getaddrinfo each, several per tick
+    // for nothing); once a minute still follows a change, and a lost
+    // connection resolves at once regardless.
+    zoo_set_servers_resolution_delay(h->zh, 60000);
     std::shared_ptr<ZHandle> old;  // closed outside m_: its thread may be waiting for m_ in zk_event
     {
         std::lock_guard l(m_);
