@@ -188,12 +188,12 @@ private:
     pid_t pid_ = -1;
 };
 
-std::string base_config(const fs::path& data, int client_port) {
+std::string base_config(const fs::path& data, int client_port, const std::string& client_address = "127.0.0.1") {
     return "tickTime=500\n"
            "initLimit=20\n"
            "syncLimit=4\n"
            "dataDir=" + data.string() + "\n"
-           "clientPortAddress=127.0.0.1\n"
+           "clientPortAddress=" + client_address + "\n"
            "clientPort=" + std::to_string(client_port) + "\n"
            "maxClientCnxns=0\n"
            "admin.enableServer=false\n"
@@ -222,11 +222,13 @@ struct ZkServer::Impl {
     }
 };
 
-ZkServer::ZkServer() : impl_(std::make_unique<Impl>()) {
+ZkServer::ZkServer() : ZkServer("127.0.0.1") {}
+
+ZkServer::ZkServer(const std::string& client_address) : impl_(std::make_unique<Impl>()) {
     auto data = impl_->dir.path() / "data";
     fs::create_directories(data);
     auto cfg = impl_->dir.path() / "zoo.cfg";
-    write_file(cfg, base_config(data, impl_->port));
+    write_file(cfg, base_config(data, impl_->port, client_address));
     impl_->java = std::make_unique<JavaServer>(cfg, impl_->dir.path() / "zookeeper.log");
     start();
 }

@@ -275,6 +275,12 @@ public:
     // relinquish, on the core strand. Call `done` once, from any thread, when
     // finished; a late call is harmless.
     virtual void transition(Transition, std::function<void()> done) { done(); }
+    // Host set-up the ZooKeeper connection itself depends on (the network
+    // module's cluster bridge and node address: ZooKeeper is reached over
+    // them), done after configure() and before the daemon connects, on the
+    // core's start-up thread. No ZooKeeper here; a failure is logged by the
+    // module and the start goes on (the connection then decides).
+    virtual void prepare_host(const Config&, const Logger&) {}
 };
 
 using ModuleFactory = std::unique_ptr<Module>();

@@ -293,6 +293,7 @@ void Daemon::start() {
                       exit_config_error);
     }
     log_.info("Node is a {}", cfg_.daemon_mode);
+    modules_->prepare_host_all(cfg_, sink_);  // e.g. the cluster bridge ZooKeeper is reached over
     connect_zookeeper();
     attach_zookeeper(sink_, zk_, cfg_.node);
     validate_and_apply(*zk_, log_);

@@ -155,6 +155,19 @@ nlohmann::json ModuleHost::configure_all(const Config& cfg, ConfigProblems& prob
     return keys;
 }
 
+void ModuleHost::prepare_host_all(const Config& cfg, const std::shared_ptr<LogSink>& sink) {
+    for (auto& l : loaded_) {
+        const std::string name(l.module->name());
+        try {
+            l.module->prepare_host(cfg, Logger(sink, name));
+        } catch (const std::exception& e) {
+            log_.error("Module {} failed to prepare the host: {}", name, e.what());
+        } catch (...) {
+            log_.error("Module {} failed to prepare the host: unknown exception", name);
+        }
+    }
+}
+
 void ModuleHost::start_all(const Config& cfg, const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> zk,
                            Executor& ex, CoreEvents& events, ServiceRegistry& services) {
     for (auto& l : loaded_) {

@@ -65,6 +65,9 @@ public:
     // returns the keys they add to the flat dictionary.
     nlohmann::json configure_all(const Config& cfg, ConfigProblems& problems);
     std::vector<ModuleInfo> loaded_info() const;
+    // Each loaded module's host set-up before ZooKeeper (Module::prepare_host),
+    // in start order; an exception is logged by module name and the next runs.
+    void prepare_host_all(const Config& cfg, const std::shared_ptr<LogSink>& sink);
     // Starts the loaded modules in order. A module whose start() throws is
     // logged by name and ModuleStartError is thrown; modules started before
     // it stay started (stop_all() stops them), it is never stop()ped.

@@ -28,6 +28,10 @@ class ZkServer {
 public:
     // Starts and waits until it answers `ruok`; throws on failure.
     ZkServer();
+    // Listening on `client_address` instead of 127.0.0.1 ("0.0.0.0": every
+    // address of the caller's network namespace, for tests whose daemons run
+    // in namespaces of their own); hosts() stays 127.0.0.1:PORT.
+    explicit ZkServer(const std::string& client_address);
     ~ZkServer();
     std::string hosts() const;        // "127.0.0.1:PORT"
     int port() const;

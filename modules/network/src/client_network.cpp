@@ -1,0 +1,260 @@
+#include "client_network.hpp"
+
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace pvc::network {
+
+namespace {
+
+constexpr uint32_t max_vxlan_vni = 16777215;
+constexpr uint32_t max_vlan_id = 4094;
+
+std::optional<uint64_t> decimal(const std::string& s) {
+    if (s.empty() || s.size() > 12) return std::nullopt;
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+    return v;
+}
+
+bool unset(const std::string& v) { return v.empty() || v == "None"; }
+
+std::optional<std::string> value(const NetworkKeys& keys, const char* key) {
+    auto it = keys.find(key);
+    if (it == keys.end() || unset(it->second)) return std::nullopt;
+    return it->second;
+}
+
+// An address of `family` as bytes, or nothing.
+std::optional<std::vector<unsigned char>> address(const std::string& text, int family) {
+    unsigned char buf[16];
+    if (inet_pton(family, text.c_str(), buf) != 1) return std::nullopt;
+    return std::vector<unsigned char>(buf, buf + (family == AF_INET ? 4 : 16));
+}
+
+struct Subnet {
+    std::vector<unsigned char> bytes;
+    unsigned prefix = 0;
+    bool contains(const std::vector<unsigned char>& a) const {
+        for (unsigned bit = 0; bit < prefix; ++bit) {
+            unsigned char m = static_cast<unsigned char>(0x80 >> (bit % 8));
+            if ((bytes[bit / 8] & m) != (a[bit / 8] & m)) return false;
+        }
+        return true;
+    }
+};
+
+// A strict CIDR (host bits zero), as the API validates it.
+std::optional<Subnet> subnet(const std::string& text, int family, std::string& why) {
+    auto slash = text.find('/');
+    if (slash == std::string::npos) {
+        why = "has no /prefix";
+        return std::nullopt;
+    }
+    auto a = address(text.substr(0, slash), family);
+    auto p = decimal(text.substr(slash + 1));
+    unsigned max = family == AF_INET ? 32 : 128;
+    if (!a || !p || *p > max) {
+        why = "is not a network address with a prefix";
+        return std::nullopt;
+    }
+    Subnet s{*a, static_cast<unsigned>(*p)};
+    for (unsigned bit = s.prefix; bit < max; ++bit)
+        if (s.bytes[bit / 8] & (0x80 >> (bit % 8))) {
+            why = "has host bits set";
+            return std::nullopt;
+        }
+    return s;
+}
+
+std::string check_family(const NetworkKeys& keys, const char* net_key, const char* gw_key, int family,
+                         std::optional<std::string>& net_out, std::optional<std::string>& gw_out) {
+    net_out = value(keys, net_key);
+    gw_out = value(keys, gw_key);
+    std::optional<Subnet> net;
+    if (net_out) {
+        std::string why;
+        net = subnet(*net_out, family, why);
+        if (!net) return fmt::format("{} '{}' {}", net_key, *net_out, why);
+    }
+    if (gw_out) {
+        auto gw = address(*gw_out, family);
+        if (!gw) return fmt::format("{} '{}' is not an address", gw_key, *gw_out);
+        if (!net) return fmt::format("{} '{}' is set without {}", gw_key, *gw_out, net_key);
+        if (!net->contains(*gw)) return fmt::format("{} '{}' is outside {} '{}'", gw_key, *gw_out, net_key, *net_out);
+    }
+    return "";
+}
+
+}  // namespace
+
+std::string ClientNetwork::base_link() const {
+    return (type == NetType::managed ? "vxlan" : "vlan") + std::to_string(vni);
+}
+
+ParsedNetwork parse_network(const std::string& vni_text, const NetworkKeys& keys) {
+    ParsedNetwork out;
+    auto vni = decimal(vni_text);
+    if (!vni || (vni_text.size() > 1 && vni_text[0] == '0')) {
+        out.error = fmt::format("'{}' is not a decimal VNI", vni_text);
+        return out;
+    }
+    ClientNetwork n;
+    auto type = keys.find("nettype");
+    if (type == keys.end() || (type->second != "managed" && type->second != "bridged")) {
+        out.error = fmt::format("nettype '{}' is neither managed nor bridged: no links",
+                                type == keys.end() ? "" : type->second);
+        return out;
+    }
+    n.type = type->second == "managed" ? NetType::managed : NetType::bridged;
+    uint32_t max = n.type == NetType::managed ? max_vxlan_vni : max_vlan_id;
+    if (*vni < 1 || *vni > max) {
+        out.error = fmt::format("VNI {} is outside 1-{} for a {} network", vni_text, max, type->second);
+        return out;
+    }
+    n.vni = static_cast<uint32_t>(*vni);
+    if (auto d = keys.find(""); d != keys.end()) n.description = d->second;
+    if (auto m = value(keys, "mtu")) {
+        auto v = decimal(*m);
+        if (v && *v >= 68 && *v <= 65535) n.mtu = static_cast<unsigned>(*v);
+        else n.mtu_garbage = true;
+    }
+    if (n.type == NetType::managed) {
+        std::string e = check_family(keys, "ip4_network", "ip4_gateway", AF_INET, n.ip4_network, n.ip4_gateway);
+        if (e.empty()) e = check_family(keys, "ip6_network", "ip6_gateway", AF_INET6, n.ip6_network, n.ip6_gateway);
+        if (!e.empty()) {
+            out.error = e;
+            return out;
+        }
+    }
+    out.network = std::move(n);
+    return out;
+}
+
+MtuDecision decide_mtu(const ClientNetwork& n, unsigned maximum, std::optional<unsigned> current) {
+    MtuDecision d;
+    if (n.mtu_garbage) {
+        d.mtu = current.value_or(maximum);
+        d.warning = fmt::format("MTU is not a number; keeping {}", d.mtu);
+    } else if (!n.mtu) {
+        d.mtu = maximum;
+        d.write_back = true;
+        d.warning = fmt::format("MTU unset; using the maximum {}", maximum);
+    } else if (*n.mtu > maximum) {
+        d.mtu = maximum;
+        d.write_back = true;
+        d.warning = fmt::format("MTU {} is above the maximum; clamped to {}", *n.mtu, maximum);
+    } else {
+        d.mtu = *n.mtu;
+    }
+    return d;
+}
+
+LinkPlan plan_links(const ClientNetwork& n, const std::string& parent, unsigned mtu) {
+    LinkPlan p;
+    p.type = n.type;
+    p.vni = n.vni;
+    p.base = n.base_link();
+    p.bridge = n.bridge();
+    p.parent = parent;
+    p.mtu = mtu;
+    return p;
+}
+
+ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan) {
+    ReconcileResult r;
+    auto parent = nl.link(plan.parent);
+    if (!parent) throw std::runtime_error("parent device " + plan.parent + " does not exist");
+
+    const char* kind = plan.type == NetType::managed ? "vxlan" : "vlan";
+    auto base = nl.link(plan.base);
+    if (base) {
+        bool right = base->kind == kind && base->id == plan.vni && base->parent == parent->ifindex &&
+                     (plan.type != NetType::managed || base->port == plan.port);
+        if (!right) {
+            // A link of ours by name but with other attributes: they cannot be
+            // changed in place, so it is replaced.
+            r.changes.push_back(fmt::format("replaced {} (kind {}, id {}, port {}, parent {})", plan.base, base->kind,
+                                            base->id, base->port, base->parent));
+            nl.remove(plan.base);
+            base.reset();
+        }
+    }
+    if (!base) {
+        LinkPtr l = plan.type == NetType::managed
+                        ? vxlan_link(plan.base, plan.vni, plan.port, parent->ifindex)
+                        : vlan_link(plan.base, static_cast<uint16_t>(plan.vni), parent->ifindex);
+        nl.add(l.get());
+        base = nl.link(plan.base);
+        if (!base) throw std::runtime_error(plan.base + " vanished after its creation");
+        r.changes.push_back("created " + plan.base);
+    }
+
+    auto bridge = nl.link(plan.bridge);
+    if (bridge && bridge->kind != "bridge") {
+        r.changes.push_back(fmt::format("replaced {} (kind {})", plan.bridge, bridge->kind));
+        nl.remove(plan.bridge);
+        bridge.reset();
+    }
+    if (!bridge) {
+        LinkPtr l = bridge_link(plan.bridge);
+        nl.add(l.get());
+        bridge = nl.link(plan.bridge);
+        if (!bridge) throw std::runtime_error(plan.bridge + " vanished after its creation");
+        r.changes.push_back("created " + plan.bridge);
+    }
+
+    // §5.2: base link MTU and up, then the bridge's.
+    if (base->mtu != plan.mtu) {
+        nl.set_mtu(base->ifindex, plan.mtu);
+        r.changes.push_back(fmt::format("{} MTU {} -> {}", plan.base, base->mtu, plan.mtu));
+    }
+    if (!base->up) {
+        nl.set_up(base->ifindex, true);
+        r.changes.push_back(plan.base + " up");
+    }
+    if (bridge->mtu != plan.mtu) {
+        nl.set_mtu(bridge->ifindex, plan.mtu);
+        r.changes.push_back(fmt::format("{} MTU {} -> {}", plan.bridge, bridge->mtu, plan.mtu));
+    }
+    if (!bridge->up) {
+        nl.set_up(bridge->ifindex, true);
+        r.changes.push_back(plan.bridge + " up");
+    }
+    // §5.3/5.4 step 4: guests with old DHCP clients break on offloaded checksums.
+    if (tx_checksum(plan.bridge)) {
+        set_tx_checksum(plan.bridge, false);
+        r.changes.push_back(plan.bridge + " TX checksum off");
+    }
+    // Managed: the IPv6 gateway moves between nodes and must be usable at
+    // once. Bridged: the host takes no SLAAC address on client VLANs.
+    std::string key = plan.type == NetType::managed ? "net/ipv6/conf/" + plan.bridge + "/accept_dad"
+                                                    : "net/ipv6/conf/" + plan.bridge + "/disable_ipv6";
+    std::string want = plan.type == NetType::managed ? "0" : "1";
+    if (auto v = read_sysctl(key); v && *v != want) {
+        write_sysctl(key, want);
+        r.changes.push_back(key + " = " + want);
+    }
+    if (base->master != bridge->ifindex) {
+        nl.set_master(base->ifindex, bridge->ifindex);
+        r.changes.push_back(plan.base + " enslaved to " + plan.bridge);
+    }
+    return r;
+}
+
+void remove_links(Netlink& nl, const std::string& base, const std::string& bridge) {
+    auto b = nl.link(bridge);
+    auto l = nl.link(base);
+    if (b && b->up) nl.set_up(b->ifindex, false);
+    if (l && l->up) nl.set_up(l->ifindex, false);
+    if (l && l->master) nl.set_master(l->ifindex, 0);
+    if (b) nl.remove(bridge);
+    if (l) nl.remove(base);
+}
+
+}  // namespace pvc::network

@@ -1,0 +1,73 @@
+// A client network as ZooKeeper describes it (network.md §4.1), validated,
+// and the links it needs on every node (§5.1–5.5): vxlan<vni> or vlan<vni>
+// enslaved to vmbr<vni>. Links are reconciled: the kernel's state is compared
+// with the wanted one and only what differs is changed, so a daemon restart
+// over existing networks changes nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "netlink.hpp"
+
+namespace pvc::network {
+
+enum class NetType { managed, bridged };
+
+// The keys of /networks/<vni> as read ("" for absent; "None" kept as written).
+using NetworkKeys = std::map<std::string, std::string>;
+
+struct ClientNetwork {
+    uint32_t vni = 0;
+    NetType type = NetType::managed;
+    std::string description;
+    std::optional<unsigned> mtu;           // unset: "", missing or "None"
+    bool mtu_garbage = false;              // written, but not a number
+    std::optional<std::string> ip4_network, ip4_gateway, ip6_network, ip6_gateway;
+
+    std::string base_link() const;         // vxlan<vni> | vlan<vni>
+    std::string bridge() const { return "vmbr" + std::to_string(vni); }
+};
+
+// Validates a network's keys; the error says what is wrong (VNI out of the
+// type's range, unknown nettype, malformed or inconsistent subnets).
+struct ParsedNetwork {
+    std::optional<ClientNetwork> network;
+    std::string error;
+};
+ParsedNetwork parse_network(const std::string& vni_text, const NetworkKeys& keys);
+
+// The MTU a network gets (§5.2) and whether it must be written back.
+struct MtuDecision {
+    unsigned mtu = 0;
+    bool write_back = false;
+    std::string warning;                   // why it differs from what was written
+};
+MtuDecision decide_mtu(const ClientNetwork& n, unsigned maximum, std::optional<unsigned> current);
+
+// The kernel objects of one client network.
+struct LinkPlan {
+    NetType type = NetType::managed;
+    uint32_t vni = 0;
+    std::string base, bridge;
+    std::string parent;                    // cluster.device (managed) | bridge_device (bridged)
+    uint16_t port = 4789;                  // VXLAN UDP destination port
+    unsigned mtu = 1500;
+};
+LinkPlan plan_links(const ClientNetwork& n, const std::string& parent, unsigned mtu);
+
+// What reconcile() changed, for the log (empty: nothing).
+struct ReconcileResult {
+    std::vector<std::string> changes;
+};
+// Makes the kernel match the plan. Throws NetlinkError (unsupported_kind()
+// when the kernel cannot create the base link's kind) or std::runtime_error.
+ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan);
+// Removes the network's links (§5.5); absent links are fine.
+void remove_links(Netlink& nl, const std::string& base, const std::string& bridge);
+
+}  // namespace pvc::network

@@ -1,0 +1,216 @@
+#include "network.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "pvc/schema.hpp"
+
+namespace pvc::network {
+
+namespace {
+// VXLAN over IPv4: outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14 (§5.2).
+constexpr unsigned vxlan_overhead = 50;
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+}  // namespace
+
+NetworkModule::NetworkModule() = default;
+NetworkModule::~NetworkModule() { stop(); }
+
+void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
+    host_ = plan_host(cfg, problems);
+    cluster_device_ = cfg.cluster.device;
+    bridge_device_ = cfg.bridge_dev;
+    if (cfg.cluster.mtu) cluster_mtu_ = static_cast<unsigned>(*cfg.cluster.mtu);
+    if (cfg.bridge_mtu) bridge_mtu_ = static_cast<unsigned>(*cfg.bridge_mtu);
+    if (cfg.enable_networking && cluster_mtu_ && *cluster_mtu_ < 68 + vxlan_overhead)
+        problems.add(cfg.document.at("pvc.system.configuration.networking.cluster.mtu"),
+                     fmt::format("{} leaves no room for VXLAN client networks (at least {})", *cluster_mtu_,
+                                 68 + vxlan_overhead));
+}
+
+void NetworkModule::prepare_host(const Config& cfg, const Logger& log) {
+    if (!cfg.enable_networking) return;
+    Netlink nl;
+    auto changes = apply_host(nl, host_, log);
+    if (changes.empty()) log.info("Host networking already in place: nothing changed");
+    else log.ok("Host networking: {}", join(changes));
+    // §1.3: the bridged networks' maximum defaults to the bridge device's
+    // MTU as it is at start-up.
+    if (!bridge_mtu_ && bridge_device_) {
+        if (auto l = nl.link(*bridge_device_)) bridge_mtu_ = l->mtu;
+    }
+}
+
+template <class Fn>
+void NetworkModule::on_worker(std::string what, Fn fn) {
+    if (!worker_) return;
+    worker_->post(std::move(what), [fn = std::move(fn)](std::stop_token stop) {
+        if (!stop.stop_requested()) fn();
+    });
+}
+
+void NetworkModule::start(NodeContext& ctx) {
+    log_ = ctx.logger;
+    zk_ = ctx.zk;
+    worker_ = std::make_unique<ModulePool>(ctx.executor, "network", 1);
+    on_worker("netlink", [this] { nl_ = std::make_unique<Netlink>(); });
+    // Watch callbacks must not block: they only queue work for the worker.
+    children_watch_ = zk_->watch_children(schema::path("base.network"),
+                                          [this](const std::optional<std::vector<std::string>>& children) {
+        // An absent /networks is not "no networks": nothing is torn down on it.
+        if (!children) return;
+        on_worker("networks", [this, c = *children] { sync(c); });
+    });
+    log_.info("Network module started");
+}
+
+void NetworkModule::stop() {
+    if (children_watch_) children_watch_->cancel();
+    children_watch_.reset();
+    if (worker_) worker_->stop();
+    for (auto& [vni, e] : networks_)
+        if (e.mtu_watch) e.mtu_watch->cancel();
+    networks_.clear();
+    worker_.reset();
+    nl_.reset();
+}
+
+std::map<std::string, std::string> NetworkModule::failed_networks() const {
+    std::lock_guard g(failed_m_);
+    return failed_;
+}
+
+void NetworkModule::sync(const std::vector<std::string>& children) {
+    for (const auto& vni : children) {
+        if (networks_.count(vni)) continue;
+        Entry& e = networks_[vni];
+        // Fires at once with the current value: that first call creates the links.
+        e.mtu_watch = zk_->watch_data(schema::path("network.mtu", {vni}),
+                                      [this, vni](const std::optional<std::string>&, const zk::Stat&) {
+            on_worker("network " + vni, [this, vni] { reconcile(vni); });
+        });
+    }
+    for (auto it = networks_.begin(); it != networks_.end();) {
+        if (std::find(children.begin(), children.end(), it->first) != children.end()) {
+            ++it;
+            continue;
+        }
+        remove(it->first, it->second);
+        it = networks_.erase(it);
+    }
+}
+
+void NetworkModule::remove(const std::string& vni, Entry& e) {
+    if (e.mtu_watch) e.mtu_watch->cancel();
+    {
+        std::lock_guard g(failed_m_);
+        failed_.erase(vni);
+    }
+    if (!e.applied) {
+        log_.info("Network {} removed (it had no links on this node)", vni);
+        return;
+    }
+    try {
+        remove_links(*nl_, e.applied->base, e.applied->bridge);
+        log_.ok("Network {} removed: {} and {} deleted", vni, e.applied->base, e.applied->bridge);
+    } catch (const std::exception& ex) {
+        log_.error("Network {}: removing its links failed: {}", vni, ex.what());
+    }
+}
+
+void NetworkModule::fail(const std::string& vni, Entry& e, const std::string& why) {
+    if (e.error != why) log_.error("Network {}: {}; its links are left as they are", vni, why);
+    e.error = why;
+    std::lock_guard g(failed_m_);
+    failed_[vni] = why;
+}
+
+unsigned NetworkModule::maximum_mtu(NetType type) {
+    if (type == NetType::managed) {
+        unsigned cluster = cluster_mtu_.value_or(0);
+        if (!cluster) {
+            auto l = nl_->link(*cluster_device_);
+            if (!l) throw std::runtime_error("cluster device " + *cluster_device_ + " does not exist");
+            cluster = l->mtu;
+        }
+        return cluster - vxlan_overhead;
+    }
+    if (bridge_mtu_) return *bridge_mtu_;
+    auto l = nl_->link(*bridge_device_);
+    if (!l) throw std::runtime_error("bridge device " + *bridge_device_ + " does not exist");
+    return l->mtu;
+}
+
+void NetworkModule::reconcile(const std::string& vni) {
+    auto found = networks_.find(vni);
+    if (found == networks_.end()) return;  // removed since
+    Entry& e = found->second;
+    NetworkKeys keys;
+    auto root = zk_->get(schema::path("network.vni", {vni}));
+    if (!root) return;  // being deleted: the children watch removes it
+    keys[""] = *root;
+    zk::Stat mtu_stat;
+    auto mtu_value = zk_->get(schema::path("network.mtu", {vni}), &mtu_stat);
+    auto nettype = zk_->get(schema::path("network.type", {vni}));
+    if (!nettype || !mtu_value) {
+        // Clients create and delete a network's keys together (one
+        // transaction, a recursive delete): a missing key is a delete in
+        // progress, or a creation not visible yet. The next event decides.
+        log_.debug("Network {}: incomplete (no {} key yet or any more); nothing done", vni, nettype ? "mtu" : "nettype");
+        return;
+    }
+    keys["nettype"] = *nettype;
+    keys["mtu"] = *mtu_value;
+    for (const char* k : {"ip4_network", "ip4_gateway", "ip6_network", "ip6_gateway"})
+        keys[k] = zk_->get(schema::path("network.vni", {vni}) + "/" + k).value_or("");
+
+    ParsedNetwork parsed = parse_network(vni, keys);
+    if (!parsed.network) return fail(vni, e, parsed.error);
+    const ClientNetwork& n = *parsed.network;
+    const std::optional<std::string>& parent = n.type == NetType::managed ? cluster_device_ : bridge_device_;
+    if (!parent)
+        return fail(vni, e, n.type == NetType::managed
+                                ? "no cluster device is configured for VXLAN"
+                                : "a bridged network needs pvc.system.configuration.networking.bridge_device");
+    try {
+        std::optional<unsigned> current;
+        if (auto br = nl_->link(n.bridge())) current = br->mtu;
+        MtuDecision mtu = decide_mtu(n, maximum_mtu(n.type), current);
+        if (!mtu.warning.empty()) log_.warn("Network {}: {}", vni, mtu.warning);
+        LinkPlan plan = plan_links(n, *parent, mtu.mtu);
+        ReconcileResult r = network::reconcile(*nl_, plan);
+        e.applied = plan;
+        e.error.clear();
+        {
+            std::lock_guard g(failed_m_);
+            failed_.erase(vni);
+        }
+        if (r.changes.empty()) log_.debug("Network {}: links in place, nothing changed", vni);
+        else log_.ok("Network {} ({}): {}", vni, n.type == NetType::managed ? "managed" : "bridged", join(r.changes));
+        // Written after the links: the watch fires again, finds the value
+        // equal and changes nothing (§5.2). Only over the value just read:
+        // never re-create the key of a network being deleted, never
+        // overwrite a client's newer value.
+        if (mtu.write_back) {
+            zk::Transaction tx(*zk_);
+            tx.set(schema::path("network.mtu", {vni}), std::to_string(mtu.mtu), mtu_stat.version);
+            if (auto st = tx.commit(); st != zk::Status::ok)
+                log_.debug("Network {}: MTU not written back ({}): changed meanwhile", vni, zk::to_string(st));
+        }
+    } catch (const NetlinkError& ex) {
+        if (ex.unsupported_kind())
+            return fail(vni, e, fmt::format("this kernel cannot create {} links (802.1Q VLAN support missing): {}",
+                                            n.type == NetType::managed ? "vxlan" : "vlan", ex.what()));
+        fail(vni, e, ex.what());
+    } catch (const std::exception& ex) {
+        fail(vni, e, ex.what());
+    }
+}
+
+}  // namespace pvc::network

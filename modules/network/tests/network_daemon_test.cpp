@@ -1,0 +1,334 @@
+// Two nodes, each a network namespace running the real pvcnoded with the
+// network module .so, joined by veths on a switch namespace that also holds
+// a private ZooKeeper (issue 11, "Tests"). A reference-style client (kazoo,
+// Debian's /usr/bin/python3) writes the networks; the kernel state of both
+// nodes is what is checked.
+//
+// EVPN (FRR) is outside the daemon (network.md §5.6); the test emulates it
+// with the all-zero FDB entry towards the peer on each vxlan<vni>.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+
+#include <boost/process.hpp>
+#include <nlohmann/json.hpp>
+
+#include "netns.hpp"
+#include "network_config.hpp"
+#include "pvc/cluster.hpp"
+#include "pvc/test/daemon_process.hpp"
+#include "pvc/test/zk_server.hpp"
+#include "pvc/zk.hpp"
+
+namespace bp = boost::process;
+using namespace pvc::network::test;
+using nlohmann::json;
+using pvc::test::eventually;
+
+namespace {
+
+// A reference client's `pvc network add`: every key of the network in one transaction.
+const char* add_network_py = R"(
+import sys
+from kazoo.client import KazooClient
+hosts, vni, nettype, desc, net4, gw4 = sys.argv[1:7]
+zk = KazooClient(hosts=hosts); zk.start()
+p = "/networks/" + vni
+t = zk.transaction()
+t.create(p, desc.encode())
+for k, v in [("nettype", nettype), ("mtu", ""), ("domain", desc + ".local" if nettype == "managed" else "None"),
+             ("name_servers", ""), ("ip6_network", "None"), ("ip6_gateway", "None"), ("dhcp6_flag", "False"),
+             ("ip4_network", net4), ("ip4_gateway", gw4), ("dhcp4_flag", "False"), ("dhcp4_start", "None"),
+             ("dhcp4_end", "None"), ("dhcp4_reservations", ""), ("dhcp4_leases", ""), ("firewall_rules", ""),
+             ("firewall_rules/in", ""), ("firewall_rules/out", "")]:
+    t.create(p + "/" + k, v.encode())
+r = t.commit()
+bad = [x for x in r if isinstance(x, Exception)]
+if bad: print(bad); sys.exit(1)
+zk.stop()
+)";
+
+const char* delete_network_py = R"(
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+zk.delete("/networks/" + sys.argv[2], recursive=True)
+zk.stop()
+)";
+
+// One node: pvcnoded in the node's namespace with its own hostname and /etc/hosts.
+class Node {
+public:
+    Node(int n, const Netns& ns, const std::filesystem::path& dir, const std::string& zk_port)
+        : n_(n), ns_(ns), dir_(dir / ("hv" + std::to_string(n))) {
+        NetworkConfigOptions o;
+        o.node = "hv" + std::to_string(n);
+        o.coordinators = "[hv1:" + zk_port + ", hv2:" + zk_port + "]";
+        o.base_dir = dir_;
+        o.module_dir = pvc::test::build_dir() + "/modules";
+        config_ = write_network_config(o);
+        // Every coordinator name resolves to the switch, where ZooKeeper listens.
+        std::ofstream(dir_ / "hosts") << "127.0.0.1 localhost\n10.231.0.100 hv1 hv2\n";
+    }
+    ~Node() { kill(); }
+    std::string name() const { return "hv" + std::to_string(n_); }
+    void start() {
+        ++starts_;
+        log_ = dir_ / ("pvcnoded." + std::to_string(starts_) + ".log");
+        child_ = std::make_unique<bp::child>(
+            bp::search_path("ip"), "netns", "exec", ns_.name(), "unshare", "-u", "-m", "--propagation", "private", "--",
+            "sh", "-c", "mount --bind \"$3\" /etc/hosts && hostname \"$0\" && exec \"$1\" --config \"$2\"", name(),
+            pvc::test::pvcnoded_binary(), config_.string(), (dir_ / "hosts").string(),
+            (bp::std_out & bp::std_err) > log_.string(), bp::std_in < bp::null);
+    }
+    // SIGTERM and wait for the orderly exit.
+    int stop() {
+        if (!child_ || !child_->running()) return -1;
+        ::kill(child_->id(), SIGTERM);
+        if (!child_->wait_for(std::chrono::seconds(150))) kill();
+        return child_->exit_code();
+    }
+    void kill() {
+        if (child_ && child_->running()) {
+            ::kill(child_->id(), SIGKILL);
+            child_->wait();
+        }
+    }
+    std::string log() const { return pvc::test::slurp(log_); }
+    const Netns& ns() const { return ns_; }
+
+private:
+    int n_;
+    const Netns& ns_;
+    std::filesystem::path dir_, config_, log_;
+    std::unique_ptr<bp::child> child_;
+    int starts_ = 0;
+};
+
+}  // namespace
+
+class NetworkDaemon : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        std::string p = ns_prefix();
+        sw_ = new Netns(p + "s");
+        ns1_ = new Netns(p + "a");
+        ns2_ = new Netns(p + "b");
+        sw_->must_exec({"ip", "link", "add", "sw0", "type", "bridge"});
+        sw_->must_exec({"ip", "addr", "add", "10.231.0.100/24", "dev", "sw0"});
+        sw_->must_exec({"ip", "link", "set", "sw0", "up"});
+        for (auto [port, ns] : {std::pair{"p1", ns1_}, std::pair{"p2", ns2_}}) {
+            // The node's cluster device is its end, eth0: left down and
+            // unaddressed, the daemon brings it up (before reaching ZooKeeper).
+            sw_->must_exec({"ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns->name()});
+            sw_->must_exec({"ip", "link", "set", port, "master", "sw0", "up"});
+        }
+        // This process lives in the switch namespace from here on: ZooKeeper
+        // (listening on all its addresses), our session and the client scripts.
+        in_sw_ = new InNetns(sw_->name());
+        zk_ = new pvc::test::ZkServer("0.0.0.0");
+        dir_ = new pvc::test::TempDir("pvc-net");
+        std::string port = std::to_string(zk_->port());
+        node1_ = new Node(1, *ns1_, dir_->path(), port);
+        node2_ = new Node(2, *ns2_, dir_->path(), port);
+        pvc::zk::SessionOptions opts;
+        opts.hosts = zk_->hosts();
+        session_ = pvc::zk::Session::connect(opts);
+        pvc::init_cluster(*session_);
+        node1_->start();
+        node2_->start();
+    }
+    static void TearDownTestSuite() {
+        delete node1_;
+        delete node2_;
+        if (session_) session_->close();
+        session_.reset();
+        delete zk_;
+        delete in_sw_;
+        for (const char* g : {"g1", "g2"}) run({"ip", "netns", "del", ns_prefix() + g});
+        delete ns1_;
+        delete ns2_;
+        delete sw_;
+        delete dir_;
+    }
+    void SetUp() override {
+        // Once a daemon is found down, later tests fail at once.
+        ASSERT_TRUE(healthy_) << "a daemon did not reach run earlier";
+        healthy_ = running(*node1_) && running(*node2_);
+        ASSERT_TRUE(healthy_) << node1_->log() << node2_->log();
+    }
+
+    static bool running(const Node& n, std::chrono::seconds timeout = std::chrono::seconds(40)) {
+        return eventually([&] { return session_->get("/nodes/" + n.name() + "/daemonstate").value_or("") == "run"; },
+                          timeout);
+    }
+    static json link(const Netns& ns, const std::string& name) {
+        auto r = ns.exec({"ip", "-d", "-j", "link", "show", "dev", name});
+        if (r.status != 0) return nullptr;
+        return json::parse(r.out).at(0);
+    }
+    static int ifindex(const Netns& ns, const std::string& name) {
+        json l = link(ns, name);
+        return l.is_null() ? -1 : l.at("ifindex").get<int>();
+    }
+    static void client(const char* script, const std::vector<std::string>& args) {
+        auto r = pvc::test::run_python(script, args);
+        ASSERT_EQ(r.status, 0) << r.out << r.err;
+    }
+    static void add_network(const std::string& vni, const std::string& type, const std::string& net4 = "None",
+                            const std::string& gw4 = "None") {
+        client(add_network_py, {zk_->hosts(), vni, type, "net" + vni, net4, gw4});
+    }
+    // A guest on node n's vmbr<vni>: a namespace with a veth in the bridge.
+    static void guest(const Netns& node, const std::string& name, const std::string& bridge, const std::string& cidr) {
+        std::string g = ns_prefix() + name;
+        run({"ip", "netns", "del", g});
+        must({"ip", "netns", "add", g});
+        must({"ip", "-n", node.name(), "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", g});
+        must({"ip", "-n", node.name(), "link", "set", name, "master", bridge, "up"});
+        must({"ip", "-n", g, "addr", "add", cidr, "dev", "eth0"});
+        must({"ip", "-n", g, "link", "set", "eth0", "up"});
+    }
+    static bool ping(const std::string& guest, const std::string& to) {
+        return run({"ip", "netns", "exec", ns_prefix() + guest, "busybox", "ping", "-c", "1", "-W", "1", to}).status == 0;
+    }
+
+    static Netns *sw_, *ns1_, *ns2_;
+    static InNetns* in_sw_;
+    static pvc::test::ZkServer* zk_;
+    static inline bool healthy_ = true;
+    static pvc::test::TempDir* dir_;
+    static Node *node1_, *node2_;
+    static std::shared_ptr<pvc::zk::Session> session_;
+};
+Netns *NetworkDaemon::sw_, *NetworkDaemon::ns1_, *NetworkDaemon::ns2_;
+InNetns* NetworkDaemon::in_sw_;
+pvc::test::ZkServer* NetworkDaemon::zk_;
+pvc::test::TempDir* NetworkDaemon::dir_;
+Node *NetworkDaemon::node1_, *NetworkDaemon::node2_;
+std::shared_ptr<pvc::zk::Session> NetworkDaemon::session_;
+
+// Host networking happened before ZooKeeper was reached: that is how both
+// daemons got to `run` over brcluster at all.
+TEST_F(NetworkDaemon, HostNetworkingBringsUpTheClusterBridgeBeforeZooKeeper) {
+    for (const Netns* ns : {ns1_, ns2_}) {
+        json br = link(*ns, "brcluster");
+        ASSERT_FALSE(br.is_null());
+        EXPECT_EQ(link(*ns, "eth0").at("master"), "brcluster");
+    }
+    auto a = json::parse(ns1_->must_exec({"ip", "-j", "-4", "addr", "show", "dev", "brcluster"}));
+    EXPECT_EQ(a.at(0).at("addr_info").at(0).at("local"), "10.231.0.1");
+    EXPECT_NE(node1_->log().find("Host networking: "), std::string::npos) << node1_->log();
+}
+
+TEST_F(NetworkDaemon, ManagedNetworkFromAClientWriteGetsLinksOnBothNodesAndGuestsPingAcrossVxlan) {
+    add_network("1000", "managed", "10.200.0.0/24", "10.200.0.1");
+    auto written = std::chrono::steady_clock::now();
+    for (const Netns* ns : {ns1_, ns2_}) {
+        ASSERT_TRUE(eventually([&] {
+            json vx = link(*ns, "vxlan1000");
+            return !vx.is_null() && vx.contains("master") && vx.at("master") == "vmbr1000";
+        })) << node1_->log() << node2_->log();
+        json vx = link(*ns, "vxlan1000");
+        EXPECT_EQ(vx.at("linkinfo").at("info_data").at("id"), 1000);
+        EXPECT_EQ(vx.at("linkinfo").at("info_data").at("port"), 4789);
+        EXPECT_EQ(vx.at("linkinfo").at("info_data").at("link"), "eth0");
+        EXPECT_EQ(vx.at("mtu"), 1450);
+        EXPECT_EQ(link(*ns, "vmbr1000").at("mtu"), 1450);
+    }
+    std::cout << "[ figure   ] client write committed -> vxlan1000 in vmbr1000 on both nodes (polled every 20 ms): "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - written).count()
+              << " ms\n";
+    // The unset MTU was written back as the maximum (cluster MTU - 50).
+    EXPECT_TRUE(eventually([] { return session_->get("/networks/1000/mtu").value_or("") == "1450"; }));
+
+    ns1_->must_exec({"bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "vxlan1000", "dst", "10.231.0.2"});
+    ns2_->must_exec({"bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "vxlan1000", "dst", "10.231.0.1"});
+    guest(*ns1_, "g1", "vmbr1000", "10.200.0.11/24");
+    guest(*ns2_, "g2", "vmbr1000", "10.200.0.12/24");
+    EXPECT_TRUE(eventually([] { return ping("g1", "10.200.0.12"); }, std::chrono::seconds(15)));
+    EXPECT_TRUE(ping("g2", "10.200.0.11"));
+}
+
+TEST_F(NetworkDaemon, DaemonRestartRecreatesNothingAndGuestsKeepTalking) {
+    ASSERT_TRUE(ping("g1", "10.200.0.12")) << "needs the previous test's network";
+    int vx = ifindex(*ns1_, "vxlan1000"), br = ifindex(*ns1_, "vmbr1000"), core = ifindex(*ns1_, "brcluster");
+    // Guests ping each other all through the restart: 0.2 s apart, about 16 s.
+    bp::ipstream out;
+    bp::child pinger(bp::search_path("ip"), "netns", "exec", ns_prefix() + "g1", "busybox", "ping", "-i", "0.2", "-c",
+                     "80", "-W", "1", "10.200.0.12", bp::std_out > out, bp::std_err > bp::null);
+    EXPECT_EQ(node1_->stop(), 0) << node1_->log();
+    node1_->start();
+    ASSERT_TRUE(eventually([] { return node1_->log().find("Network 1000: links in place, nothing changed") !=
+                                        std::string::npos; }, std::chrono::seconds(40))) << node1_->log();
+    std::string log = node1_->log();
+    EXPECT_NE(log.find("Host networking already in place: nothing changed"), std::string::npos) << log;
+    EXPECT_EQ(log.find("created vxlan1000"), std::string::npos) << log;
+    EXPECT_EQ(ifindex(*ns1_, "vxlan1000"), vx);
+    EXPECT_EQ(ifindex(*ns1_, "vmbr1000"), br);
+    EXPECT_EQ(ifindex(*ns1_, "brcluster"), core);
+    pinger.wait();
+    std::string summary, line;
+    while (std::getline(out, line))
+        if (line.find("packet loss") != std::string::npos) summary = line;
+    EXPECT_NE(summary.find(" 0% packet loss"), std::string::npos) << summary;
+    std::cout << "[ figure   ] guest ping across a daemon restart: " << summary << "\n";
+}
+
+TEST_F(NetworkDaemon, BadNetworksAreLoggedAndSkippedWhileOthersAreMade) {
+    int vx = ifindex(*ns1_, "vxlan1000");
+    add_network("20000000", "managed");                       // VNI beyond 24 bits
+    add_network("1001", "managed", "10.300.0.0/24", "10.300.0.1");  // malformed subnet
+    add_network("1002", "garbage");                            // unknown type
+    add_network("1003", "managed", "10.203.0.0/24", "10.203.0.1");
+    for (const Netns* ns : {ns1_, ns2_})
+        EXPECT_TRUE(eventually([&] { return ifindex(*ns, "vmbr1003") > 0; })) << node1_->log();
+    for (Node* n : {node1_, node2_}) {
+        EXPECT_TRUE(eventually([&] {
+            std::string l = n->log();
+            return l.find("Network 20000000: VNI 20000000 is outside 1-16777215") != std::string::npos &&
+                   l.find("Network 1001: ip4_network '10.300.0.0/24'") != std::string::npos &&
+                   l.find("Network 1002: nettype 'garbage'") != std::string::npos;
+        })) << n->log();
+    }
+    EXPECT_EQ(ifindex(*ns1_, "vxlan20000000"), -1);
+    EXPECT_EQ(ifindex(*ns1_, "vmbr1001"), -1);
+    EXPECT_EQ(ifindex(*ns1_, "vmbr1002"), -1);
+    EXPECT_EQ(ifindex(*ns1_, "vxlan1000"), vx);
+    // The daemon runs on; a fixed network is made.
+    client(R"(
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+t = zk.transaction()
+t.set_data("/networks/1001/ip4_network", b"10.201.0.0/24"); t.set_data("/networks/1001/ip4_gateway", b"10.201.0.1")
+t.commit(); zk.set("/networks/1001/mtu", b"1400"); zk.stop()
+)", {zk_->hosts()});
+    EXPECT_TRUE(eventually([&] { return ifindex(*ns1_, "vmbr1001") > 0; })) << node1_->log();
+    EXPECT_TRUE(eventually([&] { json l = link(*ns1_, "vmbr1001"); return !l.is_null() && l.at("mtu") == 1400; }));
+    EXPECT_TRUE(running(*node1_, std::chrono::seconds(1)));
+}
+
+TEST_F(NetworkDaemon, BridgedNetworkOnAKernelWithoutVlanIsReportedNotSkipped) {
+    add_network("200", "bridged");
+    bool created = false;
+    ASSERT_TRUE(eventually([&] {
+        created = ifindex(*ns1_, "vlan200") > 0;
+        return created || node1_->log().find("Network 200: this kernel cannot create vlan links") != std::string::npos;
+    })) << node1_->log();
+    if (created) {
+        EXPECT_EQ(link(*ns1_, "vlan200").at("master"), "vmbr200");
+    }
+}
+
+TEST_F(NetworkDaemon, RemovedNetworkIsTornDownOnBothNodes) {
+    ASSERT_GT(ifindex(*ns1_, "vmbr1000"), 0);
+    client(delete_network_py, {zk_->hosts(), "1000"});
+    for (const Netns* ns : {ns1_, ns2_}) {
+        EXPECT_TRUE(eventually([&] { return ifindex(*ns, "vmbr1000") < 0 && ifindex(*ns, "vxlan1000") < 0; }))
+            << node1_->log();
+    }
+    EXPECT_GT(ifindex(*ns1_, "vmbr1003"), 0);  // the others stay
+    EXPECT_FALSE(ping("g1", "10.200.0.12"));
+}
