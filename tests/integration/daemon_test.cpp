@@ -218,6 +218,30 @@ TEST_F(DaemonTest, ModuleThatFailsToStartIsNamedAndTheDaemonExitsWithoutReaching
     EXPECT_EQ(slurp(o.base_dir / "out.log.err").find("terminate called"), std::string::npos);
 }
 
+// The primary publishes its configured migration_target_selector (§5.2 step
+// 2) and knows the cluster's value from a watch, not a read per tick: a
+// client's change is still put back, every time.
+TEST_F(DaemonTest, ThePrimaryPutsItsMigrationSelectorBackAfterEachClientChange) {
+    auto o = options("hv9");
+    o.enable_hypervisor = true;
+    o.module_dir = build_dir() + "/test-modules/good";
+    auto cfg = pvc::test::write_node_config(o);  // target_selector: mem
+    DaemonProcess d("hv9", cfg, o.base_dir / "out.log");
+    const std::string key = path("base.config.migration_target_selector");
+    auto selector = [&] { return zk->get(key).value_or(""); };
+    ASSERT_TRUE(pvc::test::eventually(
+        [&] { return zk->get(path("base.config.primary_node")).value_or("") == "hv9"; }, 30s))
+        << slurp(o.base_dir / "out.log") << slurp(o.base_dir / "out.log.err");
+    ASSERT_TRUE(pvc::test::eventually([&] { return selector() == "mem"; }, 10s)) << selector();
+    for (const char* other : {"vms", "load", "vcpus"}) {
+        zk->write(key, other);
+        // Keepalive every second: put back within a few ticks.
+        EXPECT_TRUE(pvc::test::eventually([&] { return selector() == "mem"; }, 10s)) << other << ": " << selector();
+    }
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait(20s), 0);
+}
+
 TEST(DaemonConfig, MissingNodeExits78NamingTheKey) {
     pvc::test::TempDir dir("cfg");
     auto file = dir.path() / "bad.yaml";

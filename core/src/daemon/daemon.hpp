@@ -110,6 +110,13 @@ private:
     std::thread shutdown_thread_;
     int exit_status_ = exit_ok;
     bool ready_notified_ = false;
+
+    // The cluster's migration_target_selector as a watch last delivered it:
+    // the primary's tick compares against it instead of reading it every
+    // tick. Declared last: the watch ends before anything it touches.
+    std::mutex selector_m_;
+    std::optional<std::string> selector_seen_;  // nullopt: not delivered yet
+    std::shared_ptr<zk::Watch> selector_watch_;
 };
 
 }  // namespace pvc

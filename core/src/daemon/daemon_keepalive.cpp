@@ -94,9 +94,21 @@ void Daemon::keepalive_tick(bool final_tick) {
     // Primary publications and primary key repair (§5.2 steps 2 and 4).
     if (router == "primary") {
         if (cfg_.enable_hypervisor) {
-            auto sel = zk_->get(schema::path("base.config.migration_target_selector"));
-            if (sel.value_or("") != cfg_.migration_target_selector)
-                tx.set(schema::path("base.config.migration_target_selector"), cfg_.migration_target_selector);
+            const std::string key = schema::path("base.config.migration_target_selector");
+            if (!selector_watch_) {
+                selector_watch_ = zk_->watch_data(key, [this](const std::optional<std::string>& value, const zk::Stat&) {
+                    std::lock_guard g(selector_m_);
+                    selector_seen_ = value.value_or("");
+                });
+            }
+            std::optional<std::string> seen;
+            {
+                std::lock_guard g(selector_m_);
+                seen = selector_seen_;
+            }
+            // Until the watch has delivered, read it as before.
+            if (!seen) seen = zk_->get(key).value_or("");
+            if (*seen != cfg_.migration_target_selector) tx.set(key, cfg_.migration_target_selector);
         }
         if (primary != me) tx.set(schema::path("base.config.primary_node"), me);
     }

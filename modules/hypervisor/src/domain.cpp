@@ -117,7 +117,7 @@ void Domain::detach() {
     }
     auto self = shared_from_this();
     boost::asio::post(strand_, [self] { self->retry_timer_.cancel(); });
-    boost::asio::post(sh_.procedures, [self] {
+    sh_.procedures.post([self] {
         if (auto c = self->console()) c->stop(false);
     });
 }
@@ -150,7 +150,7 @@ void Domain::request_dispatch() {
         }
         self->busy_ = true;
         self->busy_flag_ = true;
-        boost::asio::post(self->sh_.procedures, [self] {
+        self->sh_.procedures.post([self] {
             try {
                 self->run_dispatch();
             } catch (const std::exception& e) {

@@ -28,7 +28,7 @@ Hypervisor::Hypervisor(NodeContext& ctx) : Hypervisor(ctx, Options{}) {}
 
 Hypervisor::Hypervisor(NodeContext& ctx, Options options)
     : ctx_(ctx), log_(ctx.logger), settings_(options.settings ? *options.settings : read_settings(ctx.config)),
-      rbd_(std::move(options.rbd_locks)), procedures_(options.procedure_threads),
+      rbd_(std::move(options.rbd_locks)), procedures_(options.procedure_threads, ctx.logger),
       migrations_(settings_.max_parallel_migrations), strand_(ctx.executor.make_strand()) {
     if (!rbd_) rbd_ = std::make_unique<RegistryRbdLocks>(ctx.services, log_);
     lv_ = std::make_unique<Connection>(settings_.libvirt_uri, log_, [this](const std::string& uuid, int event, int) {
@@ -151,7 +151,7 @@ void Hypervisor::on_children(const std::optional<std::vector<std::string>>& chil
         log_.info("VM {}: removed", d->uuid());
         d->detach();
     }
-    for (auto& d : added) boost::asio::post(procedures_, [d] { d->attach(); });
+    for (auto& d : added) procedures_.post([d] { d->attach(); });
 }
 
 void Hypervisor::on_libvirt_event(const std::string& uuid, int event) {
@@ -185,7 +185,7 @@ void Hypervisor::maybe_start_worker() {
     if (worker_ || !queued_ || stopper_.stopping()) return;
     worker_ = std::move(queued_);
     worker_active_ = true;
-    boost::asio::post(procedures_, [this, job = worker_] {
+    procedures_.post([this, job = worker_] {
         try {
             run_job(*job);
         } catch (const std::exception& e) {

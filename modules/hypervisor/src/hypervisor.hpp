@@ -96,7 +96,7 @@ private:
     Wakeup flush_wake_{stopper_};
     std::unique_ptr<RbdLocks> rbd_;
     std::unique_ptr<Connection> lv_;
-    boost::asio::thread_pool procedures_;
+    ProcedurePool procedures_;
     Semaphore migrations_;
     RunningList running_;
     std::unique_ptr<Shared> shared_;

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/thread_pool.hpp>
 
 #include "libvirt.hpp"
 #include "pvc/module.hpp"
 #include "rbd_locks.hpp"
 #include "settings.hpp"
+#include "procedure_pool.hpp"
 
 namespace pvc::hv {
 
@@ -139,7 +139,7 @@ struct Shared {
     Connection& lv;
     RbdLocks& rbd;
     Stopper& stopper;
-    boost::asio::thread_pool& procedures;  // long, sleeping, lock-holding procedures
+    ProcedurePool& procedures;  // long, sleeping, lock-holding procedures
     Semaphore& migrations;
     RunningList& running;
     // Notified whenever a domain's state watch delivers (the flush waits on it).
