@@ -5,7 +5,10 @@
 #   PVC_SANITIZE=1 tools/test.sh   AddressSanitizer + UndefinedBehaviorSanitizer build in ./build-asan
 #                                  (PVC_SANITIZE=address is the same)
 #   PVC_SANITIZE=thread tools/test.sh   ThreadSanitizer build in ./build-tsan
-#   PVC_TEST_LABELS=unit tools/test.sh   only tests with that ctest label
+#   PVC_TEST_LABELS=unit tools/test.sh   only tests with that ctest label (a regex:
+#                                  'unit|integration'); only their targets are built
+#   PVC_TEST_JOBS=1 tools/test.sh  unit and integration tests one at a time
+#                                  (default 2; e2e tests always run alone, last)
 #   PVC_CMAKE_ARGS='-DCMAKE_CXX_COMPILER_LAUNCHER=ccache' tools/test.sh
 #                                  extra cmake configure arguments (split on spaces;
 #                                  a developer's compiler cache, CI needs none)
@@ -40,11 +43,33 @@ thread)
     exit 2
     ;;
 esac
+labels=${PVC_TEST_LABELS:-}
+# Build only what the selected labels run: the e2e tests only when e2e is
+# selected, the benchmarks (not tests) only in the full run.
+if [ -z "$labels" ] || echo e2e | grep -Eq "$labels"; then
+    extra+=(-DPVC_BUILD_E2E=ON)
+else
+    extra+=(-DPVC_BUILD_E2E=OFF)
+fi
+if [ -z "$labels" ]; then
+    extra+=(-DPVC_BUILD_BENCH=ON)
+else
+    extra+=(-DPVC_BUILD_BENCH=OFF)
+fi
 # shellcheck disable=SC2206 # word splitting of the extra arguments is wanted
 extra+=(${PVC_CMAKE_ARGS:-})
 cmake -S "$root" -B "$build" "${extra[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
 args=(--output-on-failure --timeout 900)
-[ -n "${PVC_TEST_LABELS:-}" ] && args+=(-L "$PVC_TEST_LABELS")
-exec ctest "${args[@]}"
+[ -n "$labels" ] && args+=(-L "$labels")
+# Unit and integration tests run PVC_TEST_JOBS at a time (default 2): each
+# starts its own ZooKeeper on free loopback ports and its own BMCs, so they are
+# independent. The e2e tests share one namespace lab and assert tight timing
+# on real guests: they run afterwards, alone.
+status=0
+ctest "${args[@]}" -j"${PVC_TEST_JOBS:-2}" -LE e2e || status=$?
+if [ -z "$labels" ] || echo e2e | grep -Eq "$labels"; then
+    ctest "${args[@]}" -L e2e || status=$?
+fi
+exit $status

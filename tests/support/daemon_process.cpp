@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <boost/process.hpp>
+#include <gtest/gtest.h>
 
 namespace bp = boost::process;
 
@@ -33,7 +34,22 @@ std::string hosts_file(const std::filesystem::path& dir) {
 
 struct DaemonProcess::Impl {
     bp::child child;
+    std::filesystem::path err;
 };
+
+namespace {
+// A sanitizer report in the daemon's stderr fails the test that ran it: the
+// daemon is often ended by SIGKILL, so its exit status cannot say so.
+void check_sanitizer_reports(const std::filesystem::path& err) {
+    std::string text = slurp(err);
+    for (const char* marker : {"WARNING: ThreadSanitizer", "ERROR: AddressSanitizer", "runtime error:"}) {
+        if (text.find(marker) != std::string::npos) {
+            ADD_FAILURE() << "pvcnoded reported \"" << marker << "\" (" << err.string() << "):\n" << text;
+            return;
+        }
+    }
+}
+}  // namespace
 
 DaemonProcess::DaemonProcess(const std::string& node, const std::filesystem::path& config,
                              const std::filesystem::path& log)
@@ -41,13 +57,15 @@ DaemonProcess::DaemonProcess(const std::string& node, const std::filesystem::pat
                                "mount --bind \"$3\" /etc/hosts && hostname \"$0\" && exec \"$1\" --config \"$2\"", node,
                                pvcnoded_binary(), config.string(), hosts_file(config.parent_path()),
                                bp::std_out > log.string(), bp::std_err > log.string() + ".err",
-                               bp::std_in < bp::null)}) {}
+                               bp::std_in < bp::null),
+                         log.string() + ".err"}) {}
 
 DaemonProcess::~DaemonProcess() {
     if (impl_->child.running()) {
         ::kill(impl_->child.id(), SIGKILL);
         impl_->child.wait();
     }
+    check_sanitizer_reports(impl_->err);
 }
 
 void DaemonProcess::signal(int sig) { ::kill(impl_->child.id(), sig); }
