@@ -97,6 +97,17 @@ std::string ClientNetwork::base_link() const {
     return (type == NetType::managed ? "vxlan" : "vlan") + std::to_string(vni);
 }
 
+std::vector<std::string> gateway_addresses(const ClientNetwork& n) {
+    std::vector<std::string> out;
+    if (n.type != NetType::managed) return out;
+    auto add = [&](const std::optional<std::string>& gw, const std::optional<std::string>& net) {
+        if (gw && net) out.push_back(*gw + net->substr(net->find('/')));
+    };
+    add(n.ip6_gateway, n.ip6_network);
+    add(n.ip4_gateway, n.ip4_network);
+    return out;
+}
+
 ParsedNetwork parse_network(const std::string& vni_text, const NetworkKeys& keys) {
     ParsedNetwork out;
     auto vni = decimal(vni_text);

@@ -33,6 +33,10 @@ struct ClientNetwork {
     std::string bridge() const { return "vmbr" + std::to_string(vni); }
 };
 
+// The gateway addresses the router-active node holds on vmbr<vni> (§6.2):
+// "<gateway>/<prefix of its network>", IPv6 first, then IPv4.
+std::vector<std::string> gateway_addresses(const ClientNetwork& n);
+
 // Validates a network's keys; the error says what is wrong (VNI out of the
 // type's range, unknown nettype, malformed or inconsistent subnets).
 struct ParsedNetwork {

@@ -205,6 +205,19 @@ bool Netlink::add_address(int ifindex, const std::string& cidr) {
     return true;
 }
 
+bool Netlink::remove_address(int ifindex, const std::string& cidr) {
+    int family = cidr.find(':') == std::string::npos ? AF_INET : AF_INET6;
+    AddrPtr local = parse_addr(cidr, family);
+    std::unique_ptr<rtnl_addr, RtAddrDeleter> a(rtnl_addr_alloc());
+    rtnl_addr_set_ifindex(a.get(), ifindex);
+    check(rtnl_addr_set_local(a.get(), local.get()), "address " + cidr);
+    rtnl_addr_set_prefixlen(a.get(), static_cast<int>(nl_addr_get_prefixlen(local.get())));
+    int err = rtnl_addr_delete(sock_.get(), a.get(), 0);
+    if (err == -NLE_NOADDR || err == -NLE_OBJ_NOTFOUND) return false;
+    check(err, "removing address " + cidr);
+    return true;
+}
+
 std::optional<std::string> Netlink::default_gateway() {
     nl_cache* raw = nullptr;
     check(rtnl_route_alloc_cache(sock_.get(), AF_INET, 0, &raw), "reading routes");

@@ -71,6 +71,8 @@ public:
     std::vector<std::string> addresses(int ifindex);
     // Adds "addr/prefix"; false if the link had it already.
     bool add_address(int ifindex, const std::string& cidr);
+    // Removes "addr/prefix"; false if the link did not have it.
+    bool remove_address(int ifindex, const std::string& cidr);
 
     // The gateway of the main table's IPv4 default route, if one exists.
     std::optional<std::string> default_gateway();

@@ -6,6 +6,8 @@
 
 #include "pvc/schema.hpp"
 
+#include "arp.hpp"
+
 namespace pvc::network {
 
 namespace {
@@ -28,6 +30,25 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
     bridge_device_ = cfg.bridge_dev;
     if (cfg.cluster.mtu) cluster_mtu_ = static_cast<unsigned>(*cfg.cluster.mtu);
     if (cfg.bridge_mtu) bridge_mtu_ = static_cast<unsigned>(*cfg.bridge_mtu);
+    // §8.1: the address of each role's floating_ip with the prefix of the
+    // node's own address in the role, on the role's bridge (upstream, then
+    // cluster, then storage), then the metadata address on lo.
+    floating_.clear();
+    struct Role {
+        const char* name;
+        const NetworkRole& r;
+    };
+    for (const Role& role : {Role{"upstream", cfg.upstream}, Role{"cluster", cfg.cluster}, Role{"storage", cfg.storage}}) {
+        if (!role.r.floating_ip || !role.r.dev_ip || !host_.role_bridge.count(role.name)) continue;
+        const std::string& f = *role.r.floating_ip;
+        const std::string& own = *role.r.dev_ip;
+        std::string cidr = f.substr(0, f.find('/')) + own.substr(own.find('/'));
+        std::pair<std::string, std::string> a{host_.role_bridge.at(role.name), cidr};
+        if (std::find(floating_.begin(), floating_.end(), a) == floating_.end()) floating_.push_back(a);
+    }
+    floating_.emplace_back("lo", "169.254.169.254/32");
+    upstream_floating_ = cfg.upstream.floating_ip;
+    node_ = cfg.node;
     if (cfg.enable_networking && cluster_mtu_ && *cluster_mtu_ < 68 + vxlan_overhead)
         problems.add(cfg.document.at("pvc.system.configuration.networking.cluster.mtu"),
                      fmt::format("{} leaves no room for VXLAN client networks (at least {})", *cluster_mtu_,
@@ -147,6 +168,61 @@ unsigned NetworkModule::maximum_mtu(NetType type) {
     return l->mtu;
 }
 
+void NetworkModule::hold(const std::string& link, const std::string& cidr, bool want) {
+    try {
+        auto l = nl_->link(link);
+        if (!l) return;
+        auto have = nl_->addresses(l->ifindex);
+        bool held = std::find(have.begin(), have.end(), cidr) != have.end();
+        if (want && !held) {
+            nl_->add_address(l->ifindex, cidr);
+            log_.ok("Address {} added to {}", cidr, link);
+            if (cidr.find(':') == std::string::npos && link != "lo") {
+                try {
+                    send_gratuitous_arp(link, cidr.substr(0, cidr.find('/')));
+                } catch (const std::exception& e) {
+                    log_.warn("Gratuitous ARP for {} on {}: {}", cidr, link, e.what());
+                }
+            }
+        } else if (!want && held) {
+            nl_->remove_address(l->ifindex, cidr);
+            log_.ok("Address {} removed from {}", cidr, link);
+        }
+    } catch (const std::exception& e) {
+        log_.error("Address {} on {}: {}", cidr, link, e.what());
+    }
+}
+
+void NetworkModule::apply_router() {
+    // Takeover: floating addresses (upstream, cluster, storage, metadata),
+    // then gateways (§8.2 phases C-F); relinquish: the same, as §8.3 orders it.
+    for (const auto& [link, cidr] : floating_) hold(link, cidr, router_active_);
+    for (auto& [vni, e] : networks_) {
+        if (!e.applied) continue;
+        for (const auto& g : e.gateways) hold(e.applied->bridge, g, router_active_);
+    }
+}
+
+void NetworkModule::transition(Transition t, std::function<void()> done) {
+    if (!worker_) return done();
+    upstream_ip_written_ = false;
+    worker_->post(t == Transition::takeover ? "takeover" : "relinquish", [this, t, done](std::stop_token stop) {
+        if (!stop.stop_requested()) {
+            router_active_ = t == Transition::takeover;
+            log_.info("Router role {}: {} addresses", router_active_ ? "taken over" : "relinquished",
+                      router_active_ ? "adding" : "removing");
+            apply_router();
+        }
+        done();
+    });
+}
+
+void NetworkModule::contribute(KeepaliveReport& report) {
+    if (report.router_state != "primary" || !upstream_floating_ || upstream_ip_written_) return;
+    report.write(schema::path("base.config.upstream_ip"), *upstream_floating_);
+    upstream_ip_written_ = true;
+}
+
 void NetworkModule::reconcile(const std::string& vni) {
     auto found = networks_.find(vni);
     if (found == networks_.end()) return;  // removed since
@@ -191,6 +267,13 @@ void NetworkModule::reconcile(const std::string& vni) {
             std::lock_guard g(failed_m_);
             failed_.erase(vni);
         }
+        // Gateways: held exactly while router-active; a changed gateway's old
+        // address goes, and one left by a crash goes when not router-active.
+        std::vector<std::string> gateways = gateway_addresses(n);
+        for (const auto& g : e.gateways)
+            if (std::find(gateways.begin(), gateways.end(), g) == gateways.end()) hold(n.bridge(), g, false);
+        for (const auto& g : gateways) hold(n.bridge(), g, router_active_);
+        e.gateways = gateways;
         if (r.changes.empty()) log_.debug("Network {}: links in place, nothing changed", vni);
         else log_.ok("Network {} ({}): {}", vni, n.type == NetType::managed ? "managed" : "bridged", join(r.changes));
         // Written after the links: the watch fires again, finds the value

@@ -4,6 +4,8 @@
 // pvc.functions.enable_networking is on.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,11 @@ public:
     void prepare_host(const Config& cfg, const Logger& log) override;
     void start(NodeContext& ctx) override;
     void stop() override;
+    // Router role (§6.2, §8): floating and gateway addresses follow the
+    // takeover/relinquish; `done` once the kernel holds (or dropped) them.
+    void transition(Transition t, std::function<void()> done) override;
+    // On the primary: /config/upstream_ip (§8.1).
+    void contribute(KeepaliveReport& report) override;
 
     // Networks whose keys were refused or whose links failed, with the reason
     // (for the log, and what the module will report in its health).
@@ -37,6 +44,7 @@ private:
         std::shared_ptr<zk::Watch> mtu_watch;
         std::optional<LinkPlan> applied;  // the links this node made for it
         std::string error;                // the last reason it was refused
+        std::vector<std::string> gateways;  // its gateway addresses as last read
     };
     // Everything below runs on the worker (one thread: serialised).
     void sync(const std::vector<std::string>& children);
@@ -44,12 +52,20 @@ private:
     void remove(const std::string& vni, Entry& e);
     void fail(const std::string& vni, Entry& e, const std::string& why);
     unsigned maximum_mtu(NetType type);
+    // Makes `link` hold `cidr` (with gratuitous ARP for IPv4) or not.
+    void hold(const std::string& link, const std::string& cidr, bool want);
+    void apply_router();
     template <class Fn>
     void on_worker(std::string what, Fn fn);
 
     HostPlan host_;
     std::optional<std::string> cluster_device_, bridge_device_;
     std::optional<unsigned> cluster_mtu_, bridge_mtu_;
+    std::vector<std::pair<std::string, std::string>> floating_;  // (link, cidr) in takeover order
+    std::optional<std::string> upstream_floating_;                // as configured, for /config/upstream_ip
+    std::string node_;
+    bool router_active_ = false;                                  // worker only
+    std::atomic<bool> upstream_ip_written_{false};
 
     Logger log_;
     std::shared_ptr<zk::Session> zk_;

@@ -116,3 +116,14 @@ TEST(ClientNetwork, GarbageMtuKeepsTheCurrentOneWithoutWritingBack) {
     EXPECT_FALSE(d.warning.empty());
     EXPECT_EQ(decide_mtu(n, 1450, std::nullopt).mtu, 1450u);
 }
+
+TEST(ClientNetwork, GatewayAddressesCarryTheirNetworksPrefixIpv6First) {
+    auto k = managed();
+    k["ip6_network"] = "2001:db8:100::/64";
+    k["ip6_gateway"] = "2001:db8:100::1";
+    auto n = *parse_network("100", k).network;
+    EXPECT_EQ(gateway_addresses(n), (std::vector<std::string>{"2001:db8:100::1/64", "10.100.0.1/24"}));
+    EXPECT_TRUE(gateway_addresses(*parse_network("100", managed("10.100.0.0/24", "None")).network).empty());
+    NetworkKeys bridged{{"nettype", "bridged"}};
+    EXPECT_TRUE(gateway_addresses(*parse_network("100", bridged).network).empty());
+}

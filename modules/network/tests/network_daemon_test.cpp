@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
+#include <thread>
 #include <fstream>
 
 #include <boost/process.hpp>
@@ -190,6 +192,15 @@ protected:
         must({"ip", "-n", g, "addr", "add", cidr, "dev", "eth0"});
         must({"ip", "-n", g, "link", "set", "eth0", "up"});
     }
+    static bool holds(const Netns& ns, const std::string& dev, const std::string& cidr) {
+        auto r = ns.exec({"ip", "-j", "addr", "show", "dev", dev});
+        if (r.status != 0) return false;
+        json shown = json::parse(r.out);
+        for (const auto& a : shown.at(0).at("addr_info"))
+            if (a.at("local").get<std::string>() + "/" + std::to_string(a.at("prefixlen").get<int>()) == cidr)
+                return true;
+        return false;
+    }
     static bool ping(const std::string& guest, const std::string& to) {
         return run({"ip", "netns", "exec", ns_prefix() + guest, "busybox", "ping", "-c", "1", "-W", "1", to}).status == 0;
     }
@@ -320,6 +331,76 @@ TEST_F(NetworkDaemon, BridgedNetworkOnAKernelWithoutVlanIsReportedNotSkipped) {
     if (created) {
         EXPECT_EQ(link(*ns1_, "vlan200").at("master"), "vmbr200");
     }
+}
+
+// The router role (§6.2, §8): the primary holds the floating addresses (on
+// the role's bridge, §8.1 [DEV]) and every managed network's gateway; a
+// `pvc node primary` (a client's write of /config/primary_node) moves them.
+TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
+    ASSERT_GT(ifindex(*ns1_, "vmbr1000"), 0) << "needs network 1000";
+    std::string primary;
+    ASSERT_TRUE(eventually([&] {
+        primary = session_->get("/config/primary_node").value_or("");
+        return (primary == "hv1" || primary == "hv2") &&
+               session_->get("/nodes/" + primary + "/routerstate").value_or("") == "primary";
+    }, std::chrono::seconds(20)));
+    const Netns& old_ns = primary == "hv1" ? *ns1_ : *ns2_;
+    const Netns& new_ns = primary == "hv1" ? *ns2_ : *ns1_;
+    std::string next = primary == "hv1" ? "hv2" : "hv1";
+    const std::vector<std::pair<std::string, std::string>> router = {
+        {"vmbr1000", "10.200.0.1/24"}, {"vmbr1003", "10.203.0.1/24"}, {"brcluster", "10.231.2.250/24"},
+        {"brcluster", "10.231.0.250/24"}, {"brcluster", "10.231.1.250/24"}, {"lo", "169.254.169.254/32"}};
+    auto holds_all = [&](const Netns& ns, bool want) {
+        for (const auto& [dev, cidr] : router)
+            if (holds(ns, dev, cidr) != want) return false;
+        return true;
+    };
+    EXPECT_TRUE(eventually([&] { return holds_all(old_ns, true); })) << node1_->log() << node2_->log();
+    EXPECT_TRUE(holds_all(new_ns, false));
+    EXPECT_TRUE(eventually([] { return session_->get("/config/upstream_ip").value_or("") == "10.231.2.250/24"; }));
+    ASSERT_TRUE(ping("g2", "10.200.0.1"));
+
+    // The guest on hv2 pings its gateway every 0.1 s through the move.
+    bp::ipstream out;
+    bp::child pinger(bp::search_path("ip"), "netns", "exec", ns_prefix() + "g2", "busybox", "ping", "-i", "0.1", "-c",
+                     "100", "-W", "1", "10.200.0.1", bp::std_out > out, bp::std_err > bp::null);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    // `pvc node primary <next>`. The old primary's keepalive repairs
+    // /config/primary_node to its own name until it relinquishes, 0.5 s
+    // after seeing the request (node-lifecycle.md §5.2 step 4, §7.5, the
+    // reference's race): a request it undid is repeated, as an admin would.
+    auto moved = std::chrono::steady_clock::now();
+    int requests = 0;
+    for (; requests < 10; ++requests) {
+        moved = std::chrono::steady_clock::now();
+        ASSERT_TRUE(session_->write("/config/primary_node", next));
+        if (eventually([&] { return session_->get("/nodes/" + next + "/routerstate").value_or("") != "secondary"; },
+                       std::chrono::seconds(3)))
+            break;
+    }
+    ASSERT_LT(requests, 10) << "the request never held";
+    EXPECT_TRUE(eventually([&] { return holds_all(new_ns, true) && holds_all(old_ns, false); },
+                           std::chrono::seconds(20))) << node1_->log() << node2_->log();
+    auto addresses_moved = std::chrono::steady_clock::now();
+
+    EXPECT_TRUE(eventually([&] { return session_->get("/nodes/" + next + "/routerstate").value_or("") == "primary"; },
+                           std::chrono::seconds(20)));
+    auto primary_published = std::chrono::steady_clock::now();
+    pinger.wait();
+    int sent = 0, received = 0;
+    std::string line;
+    while (std::getline(out, line))
+        if (std::sscanf(line.c_str(), "%d packets transmitted, %d packets received", &sent, &received) == 2) break;
+    ASSERT_GT(sent, 0);
+    double gap = (sent - received) * 0.1;
+    auto ms = [&](auto t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t - moved).count(); };
+    std::cout << "[ figure   ] primary move " << primary << " -> " << next << " (request written " << requests + 1
+              << " time(s)): addresses on the new primary and gone "
+              << "from the old after " << ms(addresses_moved) << " ms (polled), `primary` published after "
+              << ms(primary_published) << " ms; guest -> gateway pings lost: " << sent - received << " of " << sent
+              << " (0.1 s apart: about " << gap << " s without its gateway)\n";
+    // The bound: a guest keeps reaching its gateway within 2 s.
+    EXPECT_LE(gap, 2.0);
 }
 
 TEST_F(NetworkDaemon, RemovedNetworkIsTornDownOnBothNodes) {
