@@ -16,20 +16,22 @@ bool FenceMonitor::distrusting(Clock::time_point now) const {
     return !trusted_since_ || now - *trusted_since_ < deadline_;
 }
 
-std::vector<std::string> FenceMonitor::scan(Clock::time_point now, const std::vector<Observation>& observations) {
-    // The first scan starts the trust window; a late scan (the fencer was
+std::vector<std::string> FenceMonitor::scan(Clock::time_point now, const std::vector<Observation>& observations,
+                                           Cause cause) {
+    const auto late = interval_ + interval_ / 2;
+    // The first tick starts the trust window; a late tick (the fencer was
     // starved or paused) restarts it: what happened meanwhile was not seen.
-    if (!last_scan_ || now - *last_scan_ > interval_ + interval_ / 2) distrust(now);
-    last_scan_ = now;
-
-    for (const auto& o : observations) {
-        if (!o.keepalive_mzxid) continue;
-        auto [it, inserted] = seen_.try_emplace(o.node, Seen{*o.keepalive_mzxid, now});
-        if (!inserted && it->second.mzxid != *o.keepalive_mzxid) it->second = Seen{*o.keepalive_mzxid, now};
+    if (cause == Cause::tick) {
+        if (!last_tick_ || now - *last_tick_ > late) distrust(now);
+        last_tick_ = now;
     }
+
+    for (const auto& o : observations)
+        if (o.keepalive_mzxid) observe(o.node, *o.keepalive_mzxid, now);
 
     std::vector<std::string> dead;
     if (distrusting(now)) return dead;
+    if (cause == Cause::deadline && (!last_tick_ || now - *last_tick_ > late)) return dead;
     for (const auto& o : observations) {
         if (!o.daemon_state || *o.daemon_state != "run" || !o.keepalive_mzxid) continue;
         auto a = age(o.node, now);
@@ -37,6 +39,23 @@ std::vector<std::string> FenceMonitor::scan(Clock::time_point now, const std::ve
     }
     std::sort(dead.begin(), dead.end());
     return dead;
+}
+
+void FenceMonitor::observe(const std::string& node, int64_t mzxid, Clock::time_point now) {
+    // Any other mzxid is a new write (a scan's read and a watch's may reach
+    // us out of order: taking the older one again only makes the age smaller).
+    auto [it, inserted] = seen_.try_emplace(node, Seen{mzxid, now});
+    if (!inserted && it->second.mzxid != mzxid) it->second = Seen{mzxid, now};
+}
+
+std::optional<Clock::time_point> FenceMonitor::next_judgement(Clock::time_point after) const {
+    if (!trusted_since_) return std::nullopt;  // before the first scan
+    std::optional<Clock::time_point> next;
+    for (const auto& [node, seen] : seen_) {
+        auto at = std::max(seen.changed_at, *trusted_since_) + deadline_ + std::chrono::milliseconds(1);
+        if (at > after && (!next || at < *next)) next = at;
+    }
+    return next;
 }
 
 std::optional<Clock::duration> FenceMonitor::age(const std::string& node, Clock::time_point now) const {

@@ -7,6 +7,10 @@
 // timestamp the node wrote nor the fencer's wall clock takes part, so a
 // skewed clock on either side can neither cause nor delay a fence.
 //
+// A keepalive is seen either by a scan or, at once, by a watch on the node's
+// keepalive znode (observe()); a node is judged at its deadline, not at the
+// next scan after it: next_judgement() tells the fencer when to scan.
+//
 // After the fencer's own trouble (its ZooKeeper session lost and back, a
 // scan that failed, a tick that came late) the monitor distrusts what it
 // knows: nobody is judged until a full deadline of fresh observations has
@@ -41,10 +45,28 @@ public:
     // Forget the trust in past observations: no node is judged before `now` + deadline.
     void distrust(Clock::time_point now);
 
+    // Why the fencer scans: after one of its own keepalive ticks, or because
+    // a node's deadline (next_judgement) has come between two ticks.
+    enum class Cause { tick, deadline };
+
     // One scan at `now`: updates what is known and returns the nodes judged
-    // dead (state `run` and older than the deadline), in name order. A scan
-    // later than a tick and a half after the previous one distrusts first.
-    std::vector<std::string> scan(Clock::time_point now, const std::vector<Observation>& observations);
+    // dead (state `run` and older than the deadline), in name order. A tick
+    // later than a tick and a half after the previous one distrusts first; a
+    // deadline scan while our own next tick is that late already judges
+    // nobody (the fencer may be the one that was stalled: its late tick will
+    // distrust when it comes).
+    std::vector<std::string> scan(Clock::time_point now, const std::vector<Observation>& observations,
+                                  Cause cause = Cause::tick);
+
+    // `node`'s keepalive znode seen at modification `mzxid` at `now` (a watch
+    // fired): a new mzxid restarts its age; the same one changes nothing.
+    void observe(const std::string& node, int64_t mzxid, Clock::time_point now);
+
+    // The earliest moment strictly after `after` at which a scan could judge
+    // some node dead if nothing fresh is seen meanwhile (its first sight, or
+    // the end of distrust, + the deadline, + 1 ms since the age must exceed
+    // the deadline); nullopt when no such moment is ahead.
+    std::optional<Clock::time_point> next_judgement(Clock::time_point after) const;
 
     // Age of `node` at `now` as defined above (nullopt = never observed).
     std::optional<Clock::duration> age(const std::string& node, Clock::time_point now) const;
@@ -64,7 +86,7 @@ private:
     };
     Clock::duration interval_;
     Clock::duration deadline_;
-    std::optional<Clock::time_point> last_scan_;
+    std::optional<Clock::time_point> last_tick_;
     std::optional<Clock::time_point> trusted_since_;
     std::map<std::string, Seen> seen_;
     int distrust_count_ = 0;

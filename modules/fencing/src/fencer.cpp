@@ -1,5 +1,7 @@
 #include "fencer.hpp"
 
+#include <algorithm>
+
 #include "pvc/schema.hpp"
 
 namespace pvc::fencing {
@@ -42,6 +44,7 @@ void Fencer::stop() {
         thread_.request_stop();
         thread_.join();
     }
+    keepalive_watches_.clear();
     std::map<std::string, Job> jobs;
     {
         std::lock_guard g(jobs_m_);
@@ -51,15 +54,33 @@ void Fencer::stop() {
     jobs.clear();  // joins
 }
 
+// A scan after each own keepalive (on_tick), and one at each node's deadline:
+// without it a node would be judged up to an interval after its deadline.
 void Fencer::loop(std::stop_token stop) {
+    std::optional<Clock::time_point> last_scan;
     while (!stop.stop_requested()) {
+        auto next_judgement = [&] {
+            std::lock_guard g(monitor_m_);
+            return last_scan ? monitor_.next_judgement(*last_scan) : std::nullopt;
+        };
+        auto wake = next_judgement();
+        FenceMonitor::Cause cause;
         {
             std::unique_lock lk(m_);
-            if (!cv_.wait(lk, stop, [this] { return tick_pending_; })) break;
+            auto ticked = [this] { return tick_pending_; };
+            bool woken = wake ? cv_.wait_until(lk, stop, *wake, ticked) : cv_.wait(lk, stop, ticked);
+            if (stop.stop_requested()) break;
+            if (!woken) {
+                // A deadline, unless a watch saw that node's keepalive meanwhile.
+                auto due = next_judgement();
+                if (!due || *due > Clock::now()) continue;
+            }
+            cause = tick_pending_ ? FenceMonitor::Cause::tick : FenceMonitor::Cause::deadline;
             tick_pending_ = false;
         }
+        last_scan = Clock::now();
         try {
-            scan();
+            scan(cause);
         } catch (const std::exception& e) {
             log_.error("Dead node scan failed: {}", e.what());
             std::lock_guard g(monitor_m_);
@@ -78,7 +99,7 @@ void Fencer::reap_jobs() {
 }
 
 // §10.2, with the monitor's skew-proof ages.
-void Fencer::scan() {
+void Fencer::scan(FenceMonitor::Cause cause) {
     if (zk::lenient_bool(zk_->get(schema::path("base.config.maintenance")).value_or("")).value_or(false)) return;
     auto nodes = zk_->children(schema::path("base.node"));
     std::vector<Observation> obs;
@@ -95,6 +116,7 @@ void Fencer::scan() {
             obs.push_back(std::move(o));
         }
     }
+    if (nodes) watch_keepalives(*nodes);
     std::vector<std::string> dead;
     {
         std::lock_guard g(monitor_m_);
@@ -105,9 +127,9 @@ void Fencer::scan() {
             monitor_.distrust(now);
         }
         int before = monitor_.distrust_count();
-        dead = monitor_.scan(now, obs);
+        dead = monitor_.scan(now, obs, cause);
         if (monitor_.distrust_count() != before && before > 0)
-            log_.warn("Own scan came late: judging no node for {} s of fresh observations",
+            log_.warn("Own keepalive tick came late: judging no node for {} s of fresh observations",
                       std::chrono::duration_cast<std::chrono::seconds>(monitor_.deadline()).count());
     }
     for (const auto& node : dead) {
@@ -116,6 +138,25 @@ void Fencer::scan() {
             if (jobs_.count(node)) continue;
         }
         handle_dead(node);
+    }
+}
+
+// Each write of a node's keepalive reaches the monitor when ZooKeeper tells
+// us, not at our next scan: the node's age starts then. A late or repeated
+// notification (session recovery re-arms every watch) only makes it younger.
+void Fencer::watch_keepalives(const std::vector<std::string>& nodes) {
+    for (auto it = keepalive_watches_.begin(); it != keepalive_watches_.end();) {
+        if (std::find(nodes.begin(), nodes.end(), it->first) == nodes.end()) it = keepalive_watches_.erase(it);
+        else ++it;
+    }
+    for (const auto& n : nodes) {
+        if (keepalive_watches_.count(n)) continue;
+        keepalive_watches_[n] = zk_->watch_data(
+            schema::path("node.keepalive", {n}), [this, n](const std::optional<std::string>& data, const zk::Stat& st) {
+                if (!data) return;
+                std::lock_guard g(monitor_m_);
+                monitor_.observe(n, st.mzxid, Clock::now());
+            });
     }
 }
 

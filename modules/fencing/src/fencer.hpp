@@ -1,6 +1,8 @@
 // Fencer: a coordinator's dead-node scan (node-lifecycle.md §10.1–10.2) and
-// its fence jobs. Scans run on the fencer's own thread after each keepalive;
-// nothing here blocks the caller of on_tick().
+// its fence jobs. Scans run on the fencer's own thread after each keepalive
+// and at the moment a node's deadline passes (FenceMonitor::next_judgement);
+// a watch on every node's keepalive sees each write at once. Nothing here
+// blocks the caller of on_tick().
 #pragma once
 
 #include <atomic>
@@ -35,7 +37,8 @@ public:
 
 private:
     void loop(std::stop_token stop);
-    void scan();
+    void scan(FenceMonitor::Cause cause);
+    void watch_keepalives(const std::vector<std::string>& nodes);
     void handle_dead(const std::string& node);
     void reap_jobs();
 
@@ -48,6 +51,8 @@ private:
     mutable std::mutex monitor_m_;
     std::atomic<bool> session_trouble_{false};
     std::shared_ptr<zk::Watch> session_watch_;
+    // Only touched on the fencer's thread (and by stop() after it ended).
+    std::map<std::string, std::shared_ptr<zk::Watch>> keepalive_watches_;
 
     std::mutex m_;
     std::condition_variable_any cv_;

@@ -113,3 +113,106 @@ TEST(FenceMonitor, AgeCountsFromTheFirstSightOfTheCurrentKeepalive) {
     EXPECT_EQ(*s.monitor.last_seen("hv2"), first + 2s);
     EXPECT_FALSE(s.monitor.age("nobody", s.now).has_value());
 }
+
+// Judged at the deadline, not at the next scan after it. The keepalive is
+// seen by a watch 300 ms after a scan; the scans come every second.
+TEST(FenceMonitor, NodeIsDueForJudgementOneDeadlineAfterItsKeepaliveWasSeen) {
+    Scanner s;
+    for (int i = 0; i < 5; ++i) s.scan({run_node("hv3", 7)});  // past the trust window
+    const auto seen = s.now + 300ms;
+    s.monitor.observe("hv3", 8, seen);  // its last keepalive, through the watch
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(s.scan({run_node("hv3", 8)}).empty());  // ticks at seen + 0.7, 1.7, 2.7 s
+    auto due = s.monitor.next_judgement(s.now);
+    ASSERT_TRUE(due.has_value());
+    EXPECT_EQ(*due, seen + 3s + 1ms);
+    // A scan just before that moment judges nobody; one at it judges hv3.
+    EXPECT_TRUE(s.monitor.scan(*due - 1ms, {run_node("hv3", 8)}, FenceMonitor::Cause::deadline).empty());
+    EXPECT_EQ(s.monitor.scan(*due, {run_node("hv3", 8)}, FenceMonitor::Cause::deadline),
+              std::vector<std::string>{"hv3"});
+    // The ticks alone would have judged it at the next one, seen + 3.7 s.
+}
+
+// Our own keepalive tick is overdue (more than 1.5 intervals since the last):
+// we may be the one that was stalled, so a deadline judges nobody; the late
+// tick then distrusts.
+TEST(FenceMonitor, DeadlineScanWhileOwnTickIsOverdueJudgesNobody) {
+    Scanner s;
+    for (int i = 0; i < 4; ++i) s.scan({run_node("hv3", 7)});  // hv3 silent, not yet past the deadline
+    auto due = s.monitor.next_judgement(s.now);
+    ASSERT_TRUE(due.has_value());
+    ASSERT_GT(*due - s.now, 0ms);
+    const auto stalled = s.now + 1600ms;  // ticks stopped at s.now
+    ASSERT_GT(stalled, *due);
+    EXPECT_TRUE(s.monitor.scan(stalled, {run_node("hv3", 7)}, FenceMonitor::Cause::deadline).empty());
+    int distrusts = s.monitor.distrust_count();
+    EXPECT_TRUE(s.scan({run_node("hv3", 7)}, 2s).empty());  // the late tick
+    EXPECT_EQ(s.monitor.distrust_count(), distrusts + 1);
+}
+
+// A deadline scan is not a tick: it neither starts the trust window nor
+// hides a late tick.
+TEST(FenceMonitor, DeadlineScansDoNotCountAsTicks) {
+    Scanner s;
+    EXPECT_TRUE(s.monitor.scan(s.now, {run_node("hv3", 7)}, FenceMonitor::Cause::deadline).empty());
+    EXPECT_TRUE(s.monitor.distrusting(s.now));
+    for (int i = 0; i < 5; ++i) s.scan({run_node("hv3", 7)});
+    int distrusts = s.monitor.distrust_count();
+    s.monitor.scan(s.now + 1s, {run_node("hv3", 7)}, FenceMonitor::Cause::deadline);
+    s.scan({run_node("hv3", 7)}, 2s);  // 2 s after the previous tick, 1 s after the deadline scan
+    EXPECT_EQ(s.monitor.distrust_count(), distrusts + 1);
+}
+
+TEST(FenceMonitor, FreshKeepaliveMovesTheJudgementLater) {
+    Scanner s;
+    s.scan({run_node("hv2", 1)});
+    auto first = s.monitor.next_judgement(s.now);
+    s.monitor.observe("hv2", 2, s.now + 600ms);
+    EXPECT_EQ(*s.monitor.next_judgement(s.now), *first + 600ms);
+}
+
+// A watch fires again with the value it already gave (session recovery
+// re-arms every watch): the node does not get younger.
+TEST(FenceMonitor, SameKeepaliveSeenAgainDoesNotRestartTheAge) {
+    Scanner s;
+    s.scan({run_node("hv2", 5)});
+    auto since = *s.monitor.last_seen("hv2");
+    s.monitor.observe("hv2", 5, s.now + 2s);
+    EXPECT_EQ(*s.monitor.last_seen("hv2"), since);
+}
+
+// A watch's read delivered after a scan read a newer keepalive: the age only
+// restarts (later detection), never goes back to the older first sight.
+TEST(FenceMonitor, OutOfOrderObservationsOnlyMakeTheNodeYounger) {
+    Scanner s;
+    s.scan({run_node("hv2", 5)});
+    s.scan({run_node("hv2", 6)});
+    const auto newer = *s.monitor.last_seen("hv2");
+    s.monitor.observe("hv2", 5, s.now + 100ms);
+    EXPECT_GE(*s.monitor.last_seen("hv2"), newer);
+}
+
+TEST(FenceMonitor, AfterDistrustTheJudgementWaitsAFullDeadlineFromTheDistrust) {
+    Scanner s;
+    s.scan({run_node("hv3", 5)});
+    s.scan({run_node("hv3", 5)});
+    s.monitor.distrust(s.now);  // own ZooKeeper reconnection
+    EXPECT_EQ(*s.monitor.next_judgement(s.now), s.now + 3s + 1ms);
+}
+
+// Once a scan has passed a node's judgement, it is not due again (no busy
+// loop of scans for a node that stays silent, e.g. one in `stop`).
+TEST(FenceMonitor, NothingIsDueAfterTheLastJudgementWasScanned) {
+    Scanner s;
+    for (int i = 0; i < 4; ++i) s.scan({Observation{"hv4", "stop", 9}});
+    auto due = s.monitor.next_judgement(s.now);
+    ASSERT_TRUE(due.has_value());
+    ASSERT_LE(*due - s.now, 1s);
+    s.monitor.scan(*due, {Observation{"hv4", "stop", 9}}, FenceMonitor::Cause::deadline);
+    EXPECT_FALSE(s.monitor.next_judgement(*due).has_value());
+}
+
+TEST(FenceMonitor, NothingIsDueBeforeTheFirstScan) {
+    FenceMonitor m{1000ms, 3};
+    m.observe("hv2", 1, Clock::time_point{} + 1h);
+    EXPECT_FALSE(m.next_judgement(Clock::time_point{}).has_value());
+}
