@@ -359,9 +359,14 @@ TEST_F(FencingPowerLoss, NodeLosingPowerIsFencedOnceItsGuestsRunElsewhereAndCome
     // guests staying on the survivors (it is flushed).
     ASSERT_TRUE(wait_for([&] { return lab_->chassis_log(dead_node).find("set power 1") != std::string::npos; }, 20s))
         << lab_->chassis_log(dead_node);
+    // The test's cut, then the fencer's off and on (one job: counted in the
+    // logs above). ipmitool's lanplus session resends a request whose answer
+    // is late, and the lab's chassis program is slow under load: the BMC may
+    // then carry out one command twice.
     std::string chassis = lab_->chassis_log(dead_node);
-    EXPECT_EQ(count(chassis, "set power 0"), 2u) << chassis;
-    EXPECT_EQ(count(chassis, "set power 1"), 1u) << chassis;
+    EXPECT_GE(count(chassis, "set power 0"), 2u) << chassis;
+    EXPECT_GE(count(chassis, "set power 1"), 1u) << chassis;
+    EXPECT_LT(chassis.find("set power 0", chassis.find("set power 0") + 1), chassis.find("set power 1")) << chassis;
     ASSERT_TRUE(lab_->wait_daemon_run(dead_node, 60s)) << "hv3 did not come back to run after power on:\n"
                                                        << lab_->daemon_log(dead_node);
     int i_back = daemonstate.find("run", i_fenced);

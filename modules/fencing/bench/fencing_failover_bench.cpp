@@ -389,6 +389,9 @@ Run run_lab(const Scenario& sc, std::mt19937& rng) {
     std::this_thread::sleep_for(200ms);
     auto r = figures(w, cut, fencer_power_off(lab.chassis_log(3)), running_at);
     for (auto& u : uuids) zk->write(path("domain.state", {u}), "stop");
+    // The fence job powered hv3 on: its boot (detached from the BMC) must be
+    // over before the lab goes down, or its daemon would outlive the lab.
+    if (!lab.wait_daemon_run(3, 90s)) r.note += " (hv3 did not come back after power on)";
     return r;
 }
 

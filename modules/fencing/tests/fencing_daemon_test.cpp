@@ -86,10 +86,13 @@ TEST_F(FencingDaemon, CoordinatorFencesAPeerThatLostPowerAndSparesAPausedOne) {
                            10s))
         << log_of("hv1");
 
-    // Paused for less than the 3 s deadline (SIGSTOP): never marked dead.
+    // Paused for less than the 3 s deadline (SIGSTOP): never marked dead. Its
+    // last keepalive came up to an interval before the pause, so the silence
+    // is the pause plus up to 1 s: a 1.5 s pause stays below the deadline (a
+    // 2 s one would reach it, and a node silent for the deadline is dead).
     std::this_thread::sleep_for(4s);  // the fencers' trust window
     hv2.signal(SIGSTOP);
-    std::this_thread::sleep_for(2s);
+    std::this_thread::sleep_for(1500ms);
     hv2.signal(SIGCONT);
     std::this_thread::sleep_for(5s);
     EXPECT_EQ(state("hv2"), "run");
