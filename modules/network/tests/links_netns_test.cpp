@@ -1,9 +1,21 @@
 // Host networking and client-network links against the real kernel, in a
 // network namespace of this test (network.md §3, §5; issue items 1, 2).
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <netpacket/packet.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "arp.hpp"
 #include "client_network.hpp"
 #include "host_network.hpp"
 #include "netns.hpp"
@@ -214,5 +226,47 @@ TEST_F(LinksInNetns, BridgedNetworkCreatesAVlanOrReportsTheKernelCannot) {
         EXPECT_FALSE(kernel_has_vlan) << e.what();
         EXPECT_TRUE(e.unsupported_kind()) << e.what();
         std::cout << "[ note     ] this kernel has no 802.1Q VLAN support: " << e.what() << "\n";
+    }
+}
+
+// §6.2: what `arping -P -U -c 2 -W 0.02 -S ip ip` sends, captured on the
+// other end of the link.
+TEST_F(LinksInNetns, GratuitousArpIsTwoBroadcastRepliesFromTheInterfaceForTheAddress) {
+    ns_->must_exec({"ip", "link", "set", "eth0", "up"});
+    ns_->must_exec({"ip", "link", "set", "eth1", "up"});
+    std::string mac = link("eth0").at("address");
+    struct Socket {
+        int fd;
+        ~Socket() {
+            if (fd >= 0) ::close(fd);
+        }
+    } sock{::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_ARP))};
+    int fd = sock.fd;
+    ASSERT_GE(fd, 0);
+    sockaddr_ll at{};
+    at.sll_family = AF_PACKET;
+    at.sll_protocol = htons(ETH_P_ARP);
+    at.sll_ifindex = static_cast<int>(if_nametoindex("eth1"));
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+
+    send_gratuitous_arp("eth0", "10.9.9.9");
+    for (int i = 0; i < 2; ++i) {
+        unsigned char buf[64];
+        sockaddr_ll from{};
+        socklen_t len = sizeof from;
+        ssize_t n = ::recvfrom(fd, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
+        ASSERT_GE(n, 28) << "ARP " << i << " not received";
+        EXPECT_EQ(from.sll_pkttype, PACKET_BROADCAST);
+        EXPECT_EQ((buf[6] << 8) | buf[7], ARPOP_REPLY);
+        char sha[18];
+        std::snprintf(sha, sizeof sha, "%02x:%02x:%02x:%02x:%02x:%02x", buf[8], buf[9], buf[10], buf[11], buf[12], buf[13]);
+        EXPECT_EQ(std::string(sha), mac);
+        char spa[16], tpa[16];
+        inet_ntop(AF_INET, buf + 14, spa, sizeof spa);
+        inet_ntop(AF_INET, buf + 24, tpa, sizeof tpa);
+        EXPECT_STREQ(spa, "10.9.9.9");
+        EXPECT_STREQ(tpa, "10.9.9.9");
     }
 }
