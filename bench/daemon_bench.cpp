@@ -13,6 +13,8 @@
 //   t  the hypervisor module on libvirt's test driver, 0, 10 and 50 VMs
 //   i  the measurement: hypervisor (test driver, 0/10/50 VMs) and the
 //      native `load` plugin only
+//   s  scale: hypervisor (test driver) with 1,000 VMs defined, all owned by
+//      another node
 //   r  the same as t on a real libvirtd: PVC_BENCH_LIBVIRT_URI=qemu+tcp://...
 //   o  the old bench's settings (debug on, a pass per tick, a ZooKeeper write
 //      per log line) for comparison
@@ -110,8 +112,8 @@ std::string vm_xml(const std::string& name, const std::string& uuid) {
                        name, uuid);
 }
 
-void define_vms(pvc::zk::Session& zk, const std::string& node, int count) {
-    for (int i = 0; i < count; ++i) {
+void define_vms(pvc::zk::Session& zk, const std::string& node, int count, int first = 0) {
+    for (int i = first; i < first + count; ++i) {
         std::string uuid = fmt::format("00000000-0000-4000-8000-{:012d}", i + 1);
         std::string name = fmt::format("bench{:02d}", i);
         using pvc::schema::path;
@@ -211,6 +213,7 @@ struct Scenario {
     bool plugins = false;
     bool load_plugin_only = false;  // the measurement: only the native `load` plugin
     int vms = 0;  // -1: hypervisor on, no VMs
+    int foreign_vms = 0;  // defined with state start on another node (hv2)
     std::string libvirt_uri = "test:///default";
     int keepalive_s = 5;          // the sample's
     int fast_keepalive_ms = 0;    // >0: fast-forward ticks (PVCNODED_KEEPALIVE_MS) for the memory run
@@ -277,6 +280,7 @@ bool start(Run& r, const Scenario& sc, int fast_keepalive_ms) {
     pvc::init_cluster(*r.zk);
     int vms = std::max(sc.vms, 0);
     if (vms) define_vms(*r.zk, "hv1", vms);
+    if (sc.foreign_vms) define_vms(*r.zk, "hv2", sc.foreign_vms, 100000);
     pvc::test::NodeConfigOptions o;
     std::string yaml = scenario_yaml(sc, o, *r.server, *r.dir);
     std::filesystem::create_directories(o.base_dir);
@@ -419,6 +423,10 @@ int main(int argc, char** argv) {
             measure({.label = fmt::format("hypervisor {} VMs + `load` (test drv)", vms), .load_plugin_only = true,
                      .vms = vms ? vms : -1, .fast_keepalive_ms = 100},
                     ticks, fast_ticks);
+    if (want('s') && have_hv)
+        measure({.label = "hypervisor, 1,000 VMs of another node", .vms = -1, .foreign_vms = 1000,
+                 .fast_keepalive_ms = 100},
+                ticks, fast_ticks);
     if (want('r')) {
         if (!real_uri || !have_hv)
             std::cout << "real libvirtd scenarios skipped: set PVC_BENCH_LIBVIRT_URI (e.g. a lab node's libvirtd)\n";
