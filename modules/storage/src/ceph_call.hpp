@@ -50,6 +50,15 @@ public:
             ++state_->running;
         }
         auto call = std::make_shared<Call>();
+        struct Undo {  // the thread could not be created: not running after all
+            State& s;
+            bool armed = true;
+            ~Undo() {
+                if (!armed) return;
+                std::lock_guard g(s.m);
+                --s.running;
+            }
+        } undo{*state_};
         std::thread([call, fn = std::move(fn), state = state_] {
             std::optional<T> value;
             std::exception_ptr error;
@@ -69,6 +78,7 @@ public:
             --state->running;
             state->cv.notify_all();
         }).detach();
+        undo.armed = false;
         std::unique_lock l(call->m);
         if (!call->cv.wait_for(l, deadline, [&] { return call->done; }))
             throw CephError(what + ": no answer within " + std::to_string(deadline.count()) + " ms", -ETIMEDOUT);

@@ -12,6 +12,13 @@ void StorageModule::configure(const Config& config, ConfigProblems& problems) {
     settings_.client.config_file = config.ceph_config_file.value_or("");
     settings_.client.keyring = config.ceph_admin_keyring.value_or("");
     if (config.storage.dev_ip) settings_.own_address = config.storage.dev_ip->substr(0, config.storage.dev_ip->find('/'));
+    // The core derives storage_dev_ip only with networking enabled; a
+    // storage-only node still names its address (addr/prefix) there.
+    if (settings_.own_address.empty()) {
+        ConfigNode written = config.document.at("pvc.system.configuration.networking.storage.address");
+        const std::string& text = written.scalar();
+        if (auto slash = text.find('/'); slash != std::string::npos && slash > 0) settings_.own_address = text.substr(0, slash);
+    }
 
     ConfigNode storage = config.document.at("pvc.system.configuration.storage");
     if (!storage.has_value() || !storage.is_map()) return;

@@ -17,6 +17,8 @@
 #include "pvc/config.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/test/ceph_cluster.hpp"
+#include "pvc/test/daemon_process.hpp"
+#include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "rbd_lock_service.hpp"
 #include "storage.hpp"
@@ -131,8 +133,8 @@ TEST_F(Storage, PrimaryPublishesStatusHealthUtilAndPoolAndOsdStatsInTheReference
     define_osd("0", node);
     pvc::Executor ex(1);
     CephObjects objects(session, log, ex, {node});
+    auto guard = boost::asio::make_work_guard(ex.io());  // before the thread: run() must not find the loop idle
     std::jthread io([&] { ex.run_io(); });
-    auto guard = boost::asio::make_work_guard(ex.io());
     objects.start();
     ASSERT_TRUE(eventually([&] { return objects.pools() == std::vector<std::string>{"vms"} && objects.own_osds() == 1; }));
     CephCalls calls;
@@ -195,8 +197,8 @@ TEST_F(Storage, StatisticsNeverRecreateAPoolOrOsdThatIsGone) {
     define_osd("0", node);
     pvc::Executor ex(1);
     CephObjects objects(session, log, ex, {node});
+    auto guard = boost::asio::make_work_guard(ex.io());  // before the thread: run() must not find the loop idle
     std::jthread io([&] { ex.run_io(); });
-    auto guard = boost::asio::make_work_guard(ex.io());
     objects.start();
     ASSERT_TRUE(eventually([&] { return !objects.pools().empty() && !objects.osd_ids().empty(); }));
     // Gone in ZooKeeper after the mirrors saw them (the API removed them).
@@ -240,8 +242,8 @@ TEST_F(Storage, MirrorsCountThisNodesOsdsAndSkipBadNames) {
     session->ensure_path(path("base.volume") + "/vms/disk0");
     pvc::Executor ex(1);
     CephObjects objects(session, log, ex, {node});
+    auto guard = boost::asio::make_work_guard(ex.io());  // before the thread: run() must not find the loop idle
     std::jthread io([&] { ex.run_io(); });
-    auto guard = boost::asio::make_work_guard(ex.io());
     objects.start();
     EXPECT_TRUE(eventually([&] { return objects.osd_ids() == std::vector<std::string>{"0", "7"}; }));
     EXPECT_TRUE(eventually([&] { return objects.own_osds() == 1; }));
@@ -363,3 +365,173 @@ TEST_F(Storage, UnreachableCephNeverHoldsTheCallerPastItsDeadline) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ tier 2: pvcnoded loading the module
+
+namespace {
+
+void replace(std::string& s, const std::string& from, const std::string& to) {
+    auto p = s.find(from);
+    ASSERT_NE(p, std::string::npos) << from;
+    s.replace(p, from.size(), to);
+}
+
+class StorageDaemon : public Storage {
+protected:
+    // A coordinator (or not) with storage, keepalive 1 s, Ceph calls bounded
+    // at `ceph_timeout` s, no ceph-mon@/ceph-mgr@ units (the lab runs them);
+    // its storage address is `address` (127.0.0.x/8 on a storage network).
+    std::filesystem::path daemon_config(const std::string& name, const std::string& address, bool hypervisor,
+                                        int ceph_timeout = 3) {
+        pvc::test::NodeConfigOptions o;
+        o.node = name;
+        o.coordinators = "[" + name + ":" + std::to_string(zk->port()) + "]";
+        o.base_dir = dir.path() / name;
+        o.module_dir = pvc::test::build_dir() + "/modules";
+        o.enable_storage = true;
+        o.enable_hypervisor = hypervisor;
+        o.extra_system_yaml = "      storage:\n"
+                              "        ceph_config_file: " + ceph->conf().string() + "\n"
+                              "        ceph_admin_keyring: " + ceph->keyring().string() + "\n"
+                              "        ceph_timeout: " + std::to_string(ceph_timeout) + "\n"
+                              "        start_ceph_daemons: false\n"
+                              "      networking:\n"
+                              "        storage:\n"
+                              "          device: lo\n"
+                              "          mtu: 1500\n"
+                              "          address: " + address + "\n"
+                              + (hypervisor ? "    hypervisor:\n      libvirt_uri: \"test:///default\"\n" : "");
+        std::string yaml = pvc::test::node_config_yaml(o);
+        replace(yaml, "    networks:\n", "    networks:\n      storage:\n        domain: storage.local\n"
+                                          "        network: 127.0.0.0/8\n        floating_ip: 127.0.0.254/8\n");
+        std::filesystem::create_directories(o.base_dir);
+        auto file = o.base_dir / "pvcnoded.yaml";
+        std::ofstream(file) << yaml;
+        return file;
+    }
+    std::string log_of(const std::string& name) { return slurp(dir.path() / name / "log" / "pvc.log"); }
+    std::string daemon_state(const std::string& name) {
+        return session->get(path("node.state.daemon", {name})).value_or("");
+    }
+};
+
+}  // namespace
+
+TEST_F(StorageDaemon, PrimaryPublishesAndKeepsItsKeepaliveIntervalThroughAMonitorOutage) {
+    // Only hv1..hv9 resolve inside the daemon's private /etc/hosts.
+    const std::string name = "hv1";
+    define_pool("vms");
+    define_osd("0", name);
+    auto cfg = daemon_config(name, "127.0.0.1/8", false, 3);
+    pvc::test::DaemonProcess d(name, cfg, dir.path() / "daemon.out");
+    ASSERT_TRUE(eventually([&] { return daemon_state(name) == "run"; }, 60s)) << slurp(dir.path() / "daemon.out.err")
+                                                                               << log_of(name);
+    ASSERT_TRUE(eventually([&] { return session->get(path("node.state.router", {name})).value_or("") == "primary"; }, 30s));
+    // The primary's figures arrive; the keepalive line counts this node's OSD.
+    pvc::zk::Stat before;
+    ASSERT_TRUE(eventually([&] {
+        auto h = session->get(path("base.storage.health"), &before);
+        return h && nlohmann::json::accept(*h) && h->find("HEALTH_") != std::string::npos &&
+               session->get(path("osd.stats", {"0"})).value_or("").find("exists,up") != std::string::npos;
+    }, 30s)) << log_of(name);
+    EXPECT_TRUE(eventually([&] { return log_of(name).find("OSDs: 1") != std::string::npos; }, 10s)) << log_of(name);
+    EXPECT_EQ(log_of(name).find("No storage network address"), std::string::npos);
+
+    // Every keepalive write, as a watcher sees it.
+    std::mutex m;
+    std::vector<std::chrono::steady_clock::time_point> beats;
+    auto watch = session->watch_data(path("node.keepalive", {name}), [&](const auto&, const pvc::zk::Stat&) {
+        std::lock_guard g(m);
+        beats.push_back(std::chrono::steady_clock::now());
+    });
+    ceph->stop_mon();
+    auto outage_start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(12s);
+    std::string health_during = session->get(path("base.storage.health")).value_or("");
+    ceph->start_mon();
+    std::chrono::milliseconds max_gap{0};
+    {
+        std::lock_guard g(m);
+        for (size_t i = 1; i < beats.size(); ++i)
+            if (beats[i] > outage_start)
+                max_gap = std::max(max_gap, std::chrono::duration_cast<std::chrono::milliseconds>(beats[i] - beats[i - 1]));
+        EXPECT_GE(beats.size(), 8u) << "keepalives during a 12 s outage at a 1 s interval";
+    }
+    // Each Ceph call is bounded at 3 s (+1 s): a keepalive held by one would
+    // show a gap of 4 s or more; the keepalive keeps its 1 s interval.
+    EXPECT_LT(max_gap, pvc::test::scaled(2500ms)) << "max keepalive gap " << max_gap.count() << " ms";
+    // Previous figures stay (still the JSON of a healthy cluster), one warning.
+    EXPECT_TRUE(nlohmann::json::accept(health_during));
+    EXPECT_NE(health_during.find("HEALTH_"), std::string::npos);
+    // Figures resume once the monitor is back.
+    EXPECT_TRUE(eventually([&] {
+        pvc::zk::Stat now;
+        session->get(path("base.storage.health"), &now);
+        return now.mzxid > before.mzxid && log_of(name).find("Ceph statistics collected again") != std::string::npos;
+    }, 60s)) << log_of(name);
+    EXPECT_EQ(count_of(log_of(name), "previous Ceph figures kept"), 1u) << log_of(name);
+    watch.reset();
+    ceph->wait_health_ok();
+    // (The daemon is killed by its destructor: a sole primary's orderly stop
+    // waits two minutes for a successor.)
+}
+
+TEST_F(StorageDaemon, VmStartFreesOwnStaleLockRefusesAForeignOneAndStartsElsewhereAfterForcedFreeing) {
+    const std::string a = "hv2", b = "hv3";
+    make_image("vmdisk");
+    make_image("vmdisk2");
+    // A's QEMU held vmdisk when A died: the lock's address is A's (127.0.0.1).
+    lock_image("vmdisk", "auto 140234567890");
+    pvc::test::DaemonProcess da(a, daemon_config(a, "127.0.0.1/8", true), dir.path() / "a.out");
+    pvc::test::DaemonProcess db(b, daemon_config(b, "127.0.0.2/8", true), dir.path() / "b.out");
+    ASSERT_TRUE(eventually([&] { return daemon_state(a) == "run" && daemon_state(b) == "run"; }, 60s))
+        << slurp(dir.path() / "a.out.err") << slurp(dir.path() / "b.out.err");
+    for (const auto& n : {a, b}) session->write(path("node.state.domain", {n}), "ready");
+
+    auto define = [&](const std::string& uuid, const std::string& vm, const std::string& volume, const std::string& on) {
+        std::string xml = "<domain type='test'><name>" + vm + "</name><uuid>" + uuid +
+                          "</uuid><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64'>hvm</type></os>"
+                          "<devices><disk type='network' device='disk'><driver name='qemu' type='raw'/>"
+                          "<source protocol='rbd' name='" + volume + "'><host name='127.0.0.1' port='6789'/></source>"
+                          "<target dev='vda' bus='virtio'/></disk></devices></domain>";
+        auto k = [&](std::string_view key) { return path(key, {uuid}); };
+        ASSERT_TRUE(session->write({{k("domain.name"), vm}, {k("domain.xml"), xml}, {k("domain.state"), "start"},
+                                    {k("domain.profile"), "None"}, {k("domain.stats"), ""}, {k("domain.node"), on},
+                                    {k("domain.last_node"), ""}, {k("domain.failed_reason"), ""},
+                                    {k("domain.storage.volumes"), volume}, {k("domain.console.log"), ""},
+                                    {k("domain.console.vnc"), ""}, {k("domain.meta.autostart"), "False"},
+                                    {k("domain.meta.migrate_method"), "none"}, {k("domain.meta.node_selector"), "none"},
+                                    {k("domain.meta.node_limit"), ""}, {k("domain.meta.tags"), ""},
+                                    {k("domain.migrate.sync_lock"), ""}}));
+    };
+    auto get = [&](std::string_view key, const std::string& uuid) { return session->get(path(key, {uuid})).value_or(""); };
+    auto running_on = [&](const std::string& n, const std::string& uuid) {
+        return session->get(path("node.running_domains", {n})).value_or("").find(uuid) != std::string::npos;
+    };
+
+    // B is asked to start the VM whose disk A still locks: refused with the spec's reason, lock kept.
+    const std::string uuid1 = "5a0e1d2c-0000-4000-8000-0000000000a1";
+    define(uuid1, "rbdvm1", "vms/vmdisk", b);
+    ASSERT_TRUE(eventually([&] { return get("domain.state", uuid1) == "fail"; }, 30s)) << log_of(b);
+    EXPECT_EQ(get("domain.failed_reason", uuid1),
+              "Could not safely free RBD lock auto 140234567890 (127.0.0.1) on volume vms/vmdisk; stop VM and flush "
+              "locks manually");
+    EXPECT_EQ(locks_of("vmdisk").size(), 1u);
+
+    // A is fenced: the coordinator's forced freeing (what fencing calls through
+    // the service), then the VM is started on B.
+    auto calls = std::make_shared<CephCalls>();
+    RbdLockService fencer(client(), "127.0.0.3", log, calls, 10s);
+    ASSERT_EQ(fencer.free_all(uuid1, {"vms/vmdisk"}), std::nullopt);
+    session->write({{path("domain.state", {uuid1}), "start"}, {path("domain.failed_reason", {uuid1}), ""}});
+    EXPECT_TRUE(eventually([&] { return running_on(b, uuid1); }, 30s)) << log_of(b);
+    EXPECT_TRUE(locks_of("vmdisk").empty());
+
+    // A's own stale lock (its address) on another disk: freed by A, and the VM starts there.
+    lock_image("vmdisk2", "auto 42");
+    const std::string uuid2 = "5a0e1d2c-0000-4000-8000-0000000000a2";
+    define(uuid2, "rbdvm2", "vms/vmdisk2", a);
+    EXPECT_TRUE(eventually([&] { return running_on(a, uuid2); }, 30s)) << log_of(a);
+    EXPECT_TRUE(locks_of("vmdisk2").empty());
+    EXPECT_NE(get("domain.state", uuid2), "fail") << get("domain.failed_reason", uuid2);
+}
