@@ -85,7 +85,7 @@ int main() {
 
     pvc::Config cfg;
     cfg.node = node;
-    cfg.daemon_mode = "coordinator";
+    cfg.daemon_mode = "hypervisor";  // no systemctl for ceph-mon@/ceph-mgr@; primary comes from routerstate
     cfg.enable_storage = true;
     cfg.ceph_config_file = ceph.conf().string();
     cfg.ceph_admin_keyring = ceph.keyring().string();
