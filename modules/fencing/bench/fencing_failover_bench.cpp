@@ -389,9 +389,18 @@ Run run_lab(const Scenario& sc, std::mt19937& rng) {
     std::this_thread::sleep_for(200ms);
     auto r = figures(w, cut, fencer_power_off(lab.chassis_log(3)), running_at);
     for (auto& u : uuids) zk->write(path("domain.state", {u}), "stop");
-    // The fence job powered hv3 on: its boot (detached from the BMC) must be
-    // over before the lab goes down, or its daemon would outlive the lab.
+    // The fence job powered hv3 on: its boots (detached from the BMC; a
+    // resent ipmitool request boots twice) must be over before the lab goes
+    // down, or a daemon started by one would outlive the lab.
     if (!lab.wait_daemon_run(3, 90s)) r.note += " (hv3 did not come back after power on)";
+    auto boots_running = [&] {
+        std::istringstream log(lab.chassis_log(3));
+        for (std::string line; std::getline(log, line);)
+            if (auto at = line.find("(boot pid "); at != std::string::npos)
+                if (fs::exists("/proc/" + std::to_string(std::atoi(line.c_str() + at + 10)))) return true;
+        return false;
+    };
+    pvc::e2e::wait_for([&] { return !boots_running(); }, 90s, 100ms);
     return r;
 }
 
