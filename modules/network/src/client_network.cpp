@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -266,6 +267,34 @@ void remove_links(Netlink& nl, const std::string& base, const std::string& bridg
     if (l && l->master) nl.set_master(l->ifindex, 0);
     if (b) nl.remove(bridge);
     if (l) nl.remove(base);
+}
+
+std::optional<std::string> client_link_vni(const LinkState& link) {
+    for (const auto& [prefix, kind] : {std::pair{"vxlan", "vxlan"}, std::pair{"vmbr", "bridge"}, std::pair{"vlan", "vlan"}}) {
+        std::string_view p(prefix);
+        if (link.name.size() <= p.size() || link.name.compare(0, p.size(), p) != 0) continue;
+        std::string vni = link.name.substr(p.size());
+        if (link.kind != kind || !decimal(vni) || (vni.size() > 1 && vni[0] == '0')) return std::nullopt;
+        return vni;
+    }
+    return std::nullopt;
+}
+
+std::vector<std::string> remove_orphan_links(Netlink& nl, const std::set<std::string>& wanted,
+                                             const std::set<std::string>& keep) {
+    std::vector<LinkState> orphans;
+    for (const LinkState& l : nl.links()) {
+        auto vni = client_link_vni(l);
+        if (vni && !wanted.count(*vni) && !keep.count(l.name)) orphans.push_back(l);
+    }
+    // Bridges first: deleting one releases its ports.
+    std::stable_partition(orphans.begin(), orphans.end(), [](const LinkState& l) { return l.kind == "bridge"; });
+    std::vector<std::string> removed;
+    for (const LinkState& l : orphans) {
+        nl.remove(l.name);
+        removed.push_back(l.name);
+    }
+    return removed;
 }
 
 }  // namespace pvc::network

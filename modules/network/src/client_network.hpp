@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,5 +74,16 @@ struct ReconcileResult {
 ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan);
 // Removes the network's links (§5.5); absent links are fine.
 void remove_links(Netlink& nl, const std::string& base, const std::string& bridge);
+
+// The VNI of a link this module makes for client networks: `vxlan<vni>` of
+// kind vxlan, `vmbr<vni>` of kind bridge, `vlan<vni>` of kind vlan (plain
+// decimal VNI); nothing for any other link.
+std::optional<std::string> client_link_vni(const LinkState& link);
+// Removes the client-network links whose VNI is not in `wanted` (the
+// /networks children as read) and whose name is not in `keep` (the host's
+// configured devices and bridges): the links of networks deleted while the
+// daemon was down. Bridges first. Returns the names removed.
+std::vector<std::string> remove_orphan_links(Netlink& nl, const std::set<std::string>& wanted,
+                                             const std::set<std::string>& keep);
 
 }  // namespace pvc::network

@@ -49,6 +49,7 @@ AddrPtr parse_addr(const std::string& text, int family) {
 LinkState state_of(rtnl_link* l) {
     LinkState s;
     s.ifindex = rtnl_link_get_ifindex(l);
+    if (const char* name = rtnl_link_get_name(l)) s.name = name;
     if (const char* kind = rtnl_link_get_type(l)) s.kind = kind;
     s.master = rtnl_link_get_master(l);
     s.parent = rtnl_link_get_link(l);
@@ -172,6 +173,16 @@ void Netlink::remove(const std::string& name) {
     int err = rtnl_link_delete(sock_.get(), l.get());
     if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV) return;
     check(err, "deleting link " + name);
+}
+
+std::vector<LinkState> Netlink::links() {
+    nl_cache* raw = nullptr;
+    check(rtnl_link_alloc_cache(sock_.get(), AF_UNSPEC, &raw), "reading links");
+    CachePtr cache(raw);
+    std::vector<LinkState> out;
+    for (nl_object* o = nl_cache_get_first(cache.get()); o; o = nl_cache_get_next(o))
+        out.push_back(state_of(reinterpret_cast<rtnl_link*>(o)));
+    return out;
 }
 
 std::vector<std::string> Netlink::addresses(int ifindex) {

@@ -28,6 +28,7 @@ public:
 // What the kernel says about one link.
 struct LinkState {
     int ifindex = 0;
+    std::string name;
     std::string kind;       // "bridge", "vxlan", "vlan", "veth", "" (physical)
     int master = 0;         // ifindex of the bridge it is a port of, 0 if none
     int parent = 0;         // IFLA_LINK (vlan parent); vxlan: IFLA_VXLAN_LINK
@@ -59,6 +60,8 @@ public:
 
     std::optional<LinkState> link(const std::string& name);
     std::optional<LinkState> link(int ifindex);
+    // Every link of the namespace.
+    std::vector<LinkState> links();
     // Adds the link built above; throws NetlinkError (EEXIST included).
     void add(rtnl_link* link);
     // Changes only what is given.

@@ -1,6 +1,7 @@
 #include "network.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -124,6 +125,30 @@ void NetworkModule::sync(const std::vector<std::string>& children) {
         }
         remove(it->first, it->second);
         it = networks_.erase(it);
+    }
+    if (!orphans_checked_) {
+        orphans_checked_ = true;
+        remove_orphans(children);
+    }
+}
+
+void NetworkModule::remove_orphans(const std::vector<std::string>& children) {
+    // Only a successful read gets here (an absent /networks or a failed read
+    // never calls sync), so a VNI missing from `children` is really gone.
+    std::set<std::string> wanted(children.begin(), children.end());
+    std::set<std::string> keep;
+    for (const auto& d : {cluster_device_, bridge_device_})
+        if (d) keep.insert(*d);
+    for (const CoreBridge& b : host_.bridges) {
+        keep.insert(b.name);
+        keep.insert(b.device);
+    }
+    try {
+        auto removed = remove_orphan_links(*nl_, wanted, keep);
+        if (removed.empty()) log_.debug("No links of deleted networks found");
+        else log_.ok("Links of networks deleted while the daemon was down removed: {}", join(removed));
+    } catch (const std::exception& ex) {
+        log_.error("Removing links of deleted networks failed: {}", ex.what());
     }
 }
 

@@ -48,6 +48,9 @@ private:
     };
     // Everything below runs on the worker (one thread: serialised).
     void sync(const std::vector<std::string>& children);
+    // Once, on the first /networks read: links of networks deleted while
+    // the daemon was down (§5.5 had no chance to run for them).
+    void remove_orphans(const std::vector<std::string>& children);
     void reconcile(const std::string& vni);
     void remove(const std::string& vni, Entry& e);
     void fail(const std::string& vni, Entry& e, const std::string& why);
@@ -65,6 +68,7 @@ private:
     std::optional<std::string> upstream_floating_;                // as configured, for /config/upstream_ip
     std::string node_;
     bool router_active_ = false;                                  // worker only
+    bool orphans_checked_ = false;                                // worker only
     std::atomic<bool> upstream_ip_written_{false};
 
     Logger log_;

@@ -127,3 +127,22 @@ TEST(ClientNetwork, GatewayAddressesCarryTheirNetworksPrefixIpv6First) {
     NetworkKeys bridged{{"nettype", "bridged"}};
     EXPECT_TRUE(gateway_addresses(*parse_network("100", bridged).network).empty());
 }
+
+TEST(ClientNetwork, ClientLinkNamesNeedTheirKindAndAPlainDecimalVni) {
+    auto vni = [](const char* name, const char* kind) {
+        LinkState l;
+        l.name = name;
+        l.kind = kind;
+        return client_link_vni(l);
+    };
+    EXPECT_EQ(vni("vxlan1000", "vxlan"), "1000");
+    EXPECT_EQ(vni("vmbr1000", "bridge"), "1000");
+    EXPECT_EQ(vni("vlan200", "vlan"), "200");
+    EXPECT_EQ(vni("vmbr1000", "vxlan"), std::nullopt);
+    EXPECT_EQ(vni("vxlan1000", "bridge"), std::nullopt);
+    EXPECT_EQ(vni("vmbr", "bridge"), std::nullopt);
+    EXPECT_EQ(vni("vmbr01", "bridge"), std::nullopt);
+    EXPECT_EQ(vni("vmbr1a", "bridge"), std::nullopt);
+    EXPECT_EQ(vni("brcluster", "bridge"), std::nullopt);
+    EXPECT_EQ(vni("xvmbr1", "bridge"), std::nullopt);
+}

@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -203,6 +204,29 @@ TEST_F(LinksInNetns, RemovalDeletesBothLinks) {
     EXPECT_TRUE(link("vxlan1000").is_null());
     EXPECT_TRUE(link("vmbr1000").is_null());
     remove_links(*nl_, "vxlan1000", "vmbr1000");  // absent: fine
+}
+
+// Links of networks deleted while the daemon was down: only vxlan<vni> /
+// vmbr<vni> / vlan<vni> of the matching kind whose VNI no network wants go;
+// the wanted network's, the host's and look-alikes stay.
+TEST_F(LinksInNetns, OrphanLinksOfDeletedNetworksAreRemovedAndNothingElse) {
+    reconcile(*nl_, managed_plan(1000, 1450));  // still in ZooKeeper
+    reconcile(*nl_, managed_plan(1001, 1450));  // deleted meanwhile
+    reconcile(*nl_, managed_plan(7, 1450));     // deleted meanwhile
+    ns_->must_exec({"ip", "link", "add", "vmbr1002", "type", "bridge"});        // a bridge left alone
+    ns_->must_exec({"ip", "link", "add", "vmbr05", "type", "bridge"});          // not a plain decimal VNI
+    ns_->must_exec({"ip", "link", "add", "vmbrx9", "type", "bridge"});          // not our pattern
+    ns_->must_exec({"ip", "link", "add", "vmbr8", "type", "veth", "peer", "name", "p8"});  // not a bridge
+    ns_->must_exec({"ip", "link", "add", "vmbr9", "type", "bridge"});           // a host bridge by configuration
+    auto removed = remove_orphan_links(*nl_, {"1000"}, {"vmbr9", "eth0"});
+    std::sort(removed.begin(), removed.end());
+    EXPECT_EQ(removed, (std::vector<std::string>{"vmbr1001", "vmbr1002", "vmbr7", "vxlan1001", "vxlan7"}));
+    for (const char* gone : {"vxlan1001", "vmbr1001", "vxlan7", "vmbr7", "vmbr1002"})
+        EXPECT_TRUE(link(gone).is_null()) << gone;
+    for (const char* kept : {"vxlan1000", "vmbr1000", "vmbr05", "vmbrx9", "vmbr8", "vmbr9", "eth0"})
+        EXPECT_FALSE(link(kept).is_null()) << kept;
+    EXPECT_EQ(link("vxlan1000").at("master"), "vmbr1000");
+    EXPECT_TRUE(remove_orphan_links(*nl_, {"1000"}, {"vmbr9"}).empty());  // a second pass finds nothing
 }
 
 // A bridged network needs the kernel's 802.1Q support. Where it exists the

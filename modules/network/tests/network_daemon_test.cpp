@@ -413,3 +413,31 @@ TEST_F(NetworkDaemon, RemovedNetworkIsTornDownOnBothNodes) {
     EXPECT_GT(ifindex(*ns1_, "vmbr1003"), 0);  // the others stay
     EXPECT_FALSE(ping("g1", "10.200.0.12"));
 }
+
+// A network deleted while a daemon was down: its links go at that daemon's
+// next start, once /networks has been read; the networks still there keep
+// theirs (same ifindex), and so does the host.
+TEST_F(NetworkDaemon, NetworkDeletedWhileTheDaemonWasDownIsCleanedUpAtStart) {
+    add_network("1005", "managed", "10.205.0.0/24", "10.205.0.1");
+    add_network("1006", "managed", "10.206.0.0/24", "10.206.0.1");
+    for (const Netns* ns : {ns1_, ns2_})
+        ASSERT_TRUE(eventually([&] { return ifindex(*ns, "vmbr1005") > 0 && ifindex(*ns, "vxlan1005") > 0 &&
+                                            ifindex(*ns, "vmbr1006") > 0; }))
+            << node2_->log();
+    int kept = ifindex(*ns2_, "vmbr1006"), kept_vx = ifindex(*ns2_, "vxlan1006"), core = ifindex(*ns2_, "brcluster");
+    ASSERT_GT(kept, 0);
+    EXPECT_EQ(node2_->stop(), 0) << node2_->log();
+    client(delete_network_py, {zk_->hosts(), "1005"});
+    // Node 1 was up: it removed them at once (§5.5); node 2 still has them.
+    EXPECT_TRUE(eventually([] { return ifindex(*ns1_, "vmbr1005") < 0; }));
+    ASSERT_GT(ifindex(*ns2_, "vmbr1005"), 0);
+    node2_->start();
+    EXPECT_TRUE(running(*node2_)) << node2_->log();
+    EXPECT_TRUE(eventually([] { return ifindex(*ns2_, "vmbr1005") < 0 && ifindex(*ns2_, "vxlan1005") < 0; }))
+        << node2_->log();
+    EXPECT_NE(node2_->log().find("deleted while the daemon was down removed: vmbr1005, vxlan1005"), std::string::npos)
+        << node2_->log();
+    EXPECT_EQ(ifindex(*ns2_, "vmbr1006"), kept);
+    EXPECT_EQ(ifindex(*ns2_, "vxlan1006"), kept_vx);
+    EXPECT_EQ(ifindex(*ns2_, "brcluster"), core);
+}
