@@ -3,6 +3,7 @@
 #include <csignal>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,31 @@ TEST_F(DaemonTest, StartsRunsAndStopsCleanlyOnSigterm) {
     // ZooKeeper copy of the log.
     auto zlog = zk->get(path("logs.messages", {"hv1"})).value_or("");
     EXPECT_NE(zlog.find("Node is in daemon state run"), std::string::npos);
+}
+
+// The reference waits up to 120 s for a successor whenever another node
+// exists; with every other coordinator stopped nobody can take over, so the
+// primary keeps its role and stops at once.
+TEST_F(DaemonTest, PrimaryWithNoOtherRunningCoordinatorStopsWithoutWaitingForASuccessor) {
+    // hv8: a coordinator that is stopped; hv9: a running hypervisor (never a primary).
+    for (const auto& [n, mode, st] : {std::tuple{"hv8", "coordinator", "stop"}, {"hv9", "hypervisor", "run"}}) {
+        zk->ensure_path(path("node.name", {n}));
+        ASSERT_TRUE(zk->write({{path("node.mode", {n}), mode}, {path("node.state.daemon", {n}), st}}));
+    }
+    auto o = options("hv1");
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv1", cfg, o.base_dir / "out.log");
+    ASSERT_TRUE(pvc::test::eventually(
+        [&] { return zk->get(path("node.state.router", {"hv1"})).value_or("") == "primary" && state("hv1") == "run"; },
+        15s))
+        << slurp(o.base_dir / "out.log");
+
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait(20s), 0) << "the primary waited for a successor that cannot exist";
+    EXPECT_EQ(state("hv1"), "stop");
+    EXPECT_EQ(zk->get(path("base.config.primary_node")).value_or(""), "hv1");
+    auto log = slurp(o.base_dir / "log" / "pvc.log");
+    EXPECT_NE(log.find("keeping the primary role through shutdown"), std::string::npos) << log;
 }
 
 TEST_F(DaemonTest, RegistersTheFullKeySetWithSpecEncodings) {

@@ -68,6 +68,7 @@ private:
     void keepalive_loop();
     void keepalive_tick(bool final_tick);
     void shutdown();
+    bool successor_may_exist();
     void notify(const char* state);
 
     // The keepalive timestamp (seconds since the epoch), also registration's first value.

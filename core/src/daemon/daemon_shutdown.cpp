@@ -32,6 +32,30 @@ void Daemon::request_shutdown() {
     });
 }
 
+// Whether another coordinator could take the primary role (§4 step 4). The
+// reference waits up to 120 s whenever any other node exists, even when every
+// other coordinator is stopped or dead and nobody can contend; we wait only
+// when another coordinator is in `run`. A key we cannot read counts as a
+// possible successor (the reference's wait, bounded), never as "nobody".
+bool Daemon::successor_may_exist() {
+    try {
+        auto nodes = zk_->children(schema::path("base.node"));
+        if (!nodes) return false;
+        for (const auto& n : *nodes) {
+            if (n == cfg_.node) continue;
+            auto mode = zk_->get(schema::path("node.mode", {n}));
+            auto state = zk_->get(schema::path("node.state.daemon", {n}));
+            if (mode.value_or("") == "coordinator" && state.value_or("") == "run") return true;
+        }
+        log_.info("No other coordinator is in run state; keeping the primary role through shutdown");
+        return false;
+    } catch (const std::exception& e) {
+        log_.warn("Cannot read the other nodes' states ({}); handing the primary role over as the reference does",
+                  e.what());
+        return true;
+    }
+}
+
 void Daemon::shutdown() {
     log_.system("Terminating pvcnoded and cleaning up");
     notify("STOPPING=1");
@@ -49,8 +73,7 @@ void Daemon::shutdown() {
         std::lock_guard g(state_m_);
         router = router_state_;
     }
-    auto nodes = zk_->children(schema::path("base.node")).value_or(std::vector<std::string>{});
-    if (router == "primary" && nodes.size() > 1) {
+    if (router == "primary" && successor_may_exist()) {
         log_.info("Relinquishing primary role before shutdown");
         zk_->write(schema::path("base.config.primary_node"), "none");
         for (int i = 0; i < 240; ++i) {
