@@ -130,6 +130,7 @@ public:
         : thread_([&lab, uuids = std::move(uuids), this](std::stop_token st) {
               std::map<int, std::unique_ptr<NodeView>> views;
               std::map<int, Clock::time_point> retry;
+              std::map<std::string, int> overlap;
               while (!st.stop_requested()) {
                   for (int n : all_nodes) {
                       auto& v = views[n];
@@ -157,12 +158,22 @@ public:
                       }
                       return running;
                   };
+                  // libvirt marks a migration's source paused only after QEMU's
+                  // STOP event is processed, so for a few milliseconds both ends
+                  // can read RUNNING in either order. A guest that really runs
+                  // twice (a fenced node's guest restarted while it still runs)
+                  // does so for seconds: count an overlap seen in 5 samples in a
+                  // row (50 ms or more).
                   for (const auto& uuid : uuids) {
                       std::string where;
                       if (running_on(uuid, false, where) > 1 && running_on(uuid, true, where) > 1) {
-                          std::lock_guard g(m_);
-                          ++twice_;
-                          if (first_.empty()) first_ = uuid + " on " + where;
+                          if (++overlap[uuid] == 5) {
+                              std::lock_guard g(m_);
+                              ++twice_;
+                              if (first_.empty()) first_ = uuid + " on " + where;
+                          }
+                      } else {
+                          overlap[uuid] = 0;
                       }
                   }
                   ++samples_;

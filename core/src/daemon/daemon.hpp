@@ -69,6 +69,8 @@ private:
     void keepalive_tick(bool final_tick);
     void shutdown();
     bool successor_may_exist();
+    // Keepalive ticks in a row that saw /config/primary_node = none while primary (keepalive thread only).
+    int primary_unclaimed_ticks_ = 0;
     void notify(const char* state);
 
     // The keepalive timestamp (seconds since the epoch), also registration's first value.
@@ -99,6 +101,8 @@ private:
     bool schema_ok_ = true;
 
     std::thread keepalive_thread_;
+    // The start-up IPMI self-check (ipmitool, ≤ 2 s): joined before the log closes at shutdown.
+    std::thread ipmi_thread_;
     std::mutex ka_m_;
     std::condition_variable ka_cv_;
     bool ka_stop_ = false;

@@ -110,7 +110,19 @@ void Daemon::keepalive_tick(bool final_tick) {
             if (!seen) seen = zk_->get(key).value_or("");
             if (*seen != cfg_.migration_target_selector) tx.set(key, cfg_.migration_target_selector);
         }
-        if (primary != me) tx.set(schema::path("base.config.primary_node"), me);
+        // Primary key repair, stricter than the reference (node-lifecycle.md
+        // §7.5 item 4 caveat): another name is a hand-over in progress (we
+        // relinquish, §7.2), and during our own shutdown `none` asks the others
+        // to contend — rewriting our name there undid every hand-over. Only a
+        // `none` that no contender has replaced for two ticks is repaired (a
+        // lone coordinator keeps its role, as in the reference).
+        if (primary == "none" && dstate != "shutdown") {
+            if (++primary_unclaimed_ticks_ >= 2) tx.set(schema::path("base.config.primary_node"), me);
+        } else {
+            primary_unclaimed_ticks_ = 0;
+        }
+    } else {
+        primary_unclaimed_ticks_ = 0;
     }
     // Daemon state (§5.2 step 3): init/dead/fenced become run.
     bool became_run = false;

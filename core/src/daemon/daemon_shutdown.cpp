@@ -100,6 +100,7 @@ void Daemon::shutdown() {
     events_.daemon_state.emit("stop");
     log_.ok("Node is in daemon state stop");
     watches_.clear();
+    if (ipmi_thread_.joinable()) ipmi_thread_.join();  // ≤ 2 s: ipmitool's own deadline
     shutdown_log_sink(sink_);
     node_guard_.reset();
     zk_->close();

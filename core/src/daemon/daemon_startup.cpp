@@ -210,8 +210,10 @@ void Daemon::claim_primary() {
 
 void Daemon::check_own_ipmi() {
     if (cfg_.ipmi_hostname.empty()) return;
-    // Off the start-up path: only a warning can come of it.
-    executor_.blocking([this] {
+    // Off the start-up path: only a warning can come of it. Its own thread,
+    // joined at shutdown before the log closes (a pool task could still be
+    // waiting on ipmitool when the process exits and log into a closed sink).
+    ipmi_thread_ = std::thread([this] {
         namespace bp = boost::process;
         try {
             bp::ipstream out;

@@ -1,5 +1,7 @@
 #include "daemon/module_host.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -60,7 +62,13 @@ Module& ModuleHost::load_module(const ModuleInfo& info) {
     Loaded l;
     l.info = info;
     try {
-        l.library.load(info.file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+        // RTLD_NODELETE: a module's code and static data stay mapped until the
+        // process ends. Objects a module handed out (callbacks, shared
+        // pointers held by the core or libraries) may be released during the
+        // process's own teardown, after the module host is gone; unmapping the
+        // library first turned those releases into crashes at exit.
+        l.library.load(info.file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local |
+                                      static_cast<boost::dll::load_mode::type>(RTLD_NODELETE));
     } catch (const std::exception& e) {
         throw ModuleLoadError("cannot open module '" + info.name + "' (" + file + "): " + e.what());
     }
