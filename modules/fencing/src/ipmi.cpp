@@ -1,6 +1,6 @@
 #include "ipmi.hpp"
 
-#include "command.hpp"
+#include "pvc/command.hpp"
 
 namespace pvc::fencing {
 namespace {

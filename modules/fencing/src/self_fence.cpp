@@ -2,7 +2,7 @@
 
 #include <condition_variable>
 
-#include "command.hpp"
+#include "pvc/command.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc::fencing {

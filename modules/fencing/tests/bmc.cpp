@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "command.hpp"
+#include "pvc/command.hpp"
 
 namespace pvc::fencing::test {
 

@@ -1,7 +1,7 @@
 // Ipmitool: argv without the password; the password through the environment;
 // a deadline on every call. Uses a stand-in `ipmitool` script (the real one
 // against ipmi_sim is exercised by fencing_test).
-#include "command.hpp"
+#include "pvc/command.hpp"
 #include "ipmi.hpp"
 
 #include <filesystem>
@@ -13,6 +13,7 @@
 
 using namespace std::chrono_literals;
 using namespace pvc::fencing;
+using pvc::run_command;
 
 TEST(Ipmitool, PasswordIsNeverInArgv) {
     Ipmitool ipmi({"-C", "3"}, 5s);

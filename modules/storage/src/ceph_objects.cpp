@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "command.hpp"
+#include "pvc/command.hpp"
 #include "pvc/schema.hpp"
 #include "stats.hpp"
 

@@ -1,6 +1,6 @@
 #include "storage.hpp"
 
-#include "command.hpp"
+#include "pvc/command.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc::storage {

@@ -1,4 +1,4 @@
-#include "command.hpp"
+#include "pvc/command.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 
 extern char** environ;
 
-namespace pvc::storage {
+namespace pvc {
 namespace {
 
 // One owned file descriptor.
@@ -136,4 +136,4 @@ CommandResult run_command(const std::vector<std::string>& argv,
     return result;
 }
 
-}  // namespace pvc::storage
+}  // namespace pvc
