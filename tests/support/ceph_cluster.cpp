@@ -1,6 +1,8 @@
 // A private mini Ceph per test run (see ceph_cluster.hpp).
 #include "pvc/test/ceph_cluster.hpp"
 
+#include "pvc/test/process_group.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -100,73 +102,25 @@ void remove_leftovers() {
     }
 }
 
-// One Ceph daemon in the foreground, in its own process group, dying with us.
+// One Ceph daemon in the foreground; its pid file lets a later run kill it
+// when this process died without cleaning up.
 class Daemon {
 public:
     Daemon(std::string name, std::vector<std::string> argv, fs::path dir)
-        : name_(std::move(name)), argv_(std::move(argv)), dir_(std::move(dir)) {}
-    ~Daemon() { stop(std::chrono::seconds(0)); }
+        : name_(std::move(name)), dir_(std::move(dir)), proc_(std::move(argv), dir_ / "log" / (name_ + ".out")) {}
 
     void spawn() {
-        if (pid_ > 0) return;
-        fs::path log = dir_ / "log" / (name_ + ".out");
-        pid_t pid = fork();
-        if (pid < 0) throw std::runtime_error("fork failed");
-        if (pid == 0) {
-            setpgid(0, 0);
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-                ::close(fd);
-            }
-            int devnull = open("/dev/null", O_RDONLY);
-            if (devnull >= 0) dup2(devnull, 0);
-            std::vector<char*> args;
-            for (const auto& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
-            args.push_back(nullptr);
-            execvp(args[0], args.data());
-            _exit(127);
-        }
-        setpgid(pid, pid);
-        pid_ = pid;
-        write_file(dir_ / (name_ + ".pid"), std::to_string(pid));
+        if (proc_.alive()) return;
+        proc_.spawn();
+        write_file(dir_ / (name_ + ".pid"), std::to_string(proc_.pid()));
     }
-
     // SIGTERM, then SIGKILL after `grace`.
-    void stop(std::chrono::milliseconds grace) {
-        if (pid_ <= 0) return;
-        ::kill(-pid_, SIGTERM);
-        auto end = Clock::now() + grace;
-        int st;
-        while (Clock::now() < end) {
-            if (waitpid(pid_, &st, WNOHANG) == pid_) {
-                pid_ = -1;
-                return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        ::kill(-pid_, SIGKILL);
-        waitpid(pid_, &st, 0);
-        pid_ = -1;
-    }
-
-    bool running() {
-        if (pid_ <= 0) return false;
-        int st;
-        if (waitpid(pid_, &st, WNOHANG) == pid_) {
-            pid_ = -1;
-            return false;
-        }
-        return true;
-    }
+    void stop(std::chrono::milliseconds grace) { proc_.stop(SIGTERM, grace); }
 
 private:
     std::string name_;
-    std::vector<std::string> argv_;
     fs::path dir_;
-    pid_t pid_ = -1;
+    ProcessGroup proc_;
 };
 
 }  // namespace

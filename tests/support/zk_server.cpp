@@ -1,6 +1,8 @@
 // Real ZooKeeper servers for tests, plus process and temp-dir helpers.
 #include "pvc/test/zk_server.hpp"
 
+#include "pvc/test/process_group.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -114,79 +116,16 @@ std::string tail_of(const fs::path& p, size_t bytes = 3000) {
     return s.size() > bytes ? s.substr(s.size() - bytes) : s;
 }
 
-// One JVM running QuorumPeerMain in its own process group.
-class JavaServer {
-public:
-    JavaServer(fs::path cfg, fs::path log) : cfg_(std::move(cfg)), log_(std::move(log)) {}
-    ~JavaServer() { kill_now(); }
-
-    void spawn() {
-        if (pid_ > 0) return;
-        pid_t pid = fork();
-        if (pid < 0) throw std::runtime_error("fork failed");
-        if (pid == 0) {
-            setpgid(0, 0);
-            // No orphans: the JVM dies with the test process (even on a crash).
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-                ::close(fd);
-            }
-            int devnull = open("/dev/null", O_RDONLY);
-            if (devnull >= 0) dup2(devnull, 0);
-            execlp("java", "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=64m", "-Xss512k",
-                   "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
-                   "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp",
-                   "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar",
-                   "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg_.c_str(), static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        setpgid(pid, pid);
-        pid_ = pid;
-    }
-
-    bool alive() {
-        if (pid_ <= 0) return false;
-        int st;
-        if (waitpid(pid_, &st, WNOHANG) == pid_) {
-            pid_ = -1;
-            return false;
-        }
-        return true;
-    }
-
-    void stop(int sig, std::chrono::milliseconds grace) {
-        if (pid_ <= 0) return;
-        ::kill(-pid_, sig);
-        auto end = Clock::now() + grace;
-        int st;
-        while (Clock::now() < end) {
-            if (waitpid(pid_, &st, WNOHANG) == pid_) {
-                ::kill(-pid_, SIGKILL);  // any straggler in the group
-                pid_ = -1;
-                return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        kill_now();
-    }
-
-    void kill_now() {
-        if (pid_ <= 0) return;
-        ::kill(-pid_, SIGKILL);
-        int st;
-        waitpid(pid_, &st, 0);
-        pid_ = -1;
-    }
-
-    const fs::path& log() const { return log_; }
-
-private:
-    fs::path cfg_, log_;
-    pid_t pid_ = -1;
-};
+// One JVM running QuorumPeerMain.
+std::unique_ptr<ProcessGroup> java_server(const fs::path& cfg, const fs::path& log) {
+    return std::make_unique<ProcessGroup>(
+        std::vector<std::string>{"java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=64m", "-Xss512k",
+                                 "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+                                 "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp",
+                                 "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar",
+                                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg.string()},
+        log);
+}
 
 std::string base_config(const fs::path& data, int client_port, const std::string& client_address = "127.0.0.1") {
     return "tickTime=500\n"
@@ -208,7 +147,7 @@ std::string base_config(const fs::path& data, int client_port, const std::string
 struct ZkServer::Impl {
     TempDir dir{"pvc-zk"};
     int port = free_port();
-    std::unique_ptr<JavaServer> java;
+    std::unique_ptr<ProcessGroup> java;
 
     void wait_ready(std::chrono::milliseconds timeout) {
         auto end = Clock::now() + timeout;
@@ -229,7 +168,7 @@ ZkServer::ZkServer(const std::string& client_address) : impl_(std::make_unique<I
     fs::create_directories(data);
     auto cfg = impl_->dir.path() / "zoo.cfg";
     write_file(cfg, base_config(data, impl_->port, client_address));
-    impl_->java = std::make_unique<JavaServer>(cfg, impl_->dir.path() / "zookeeper.log");
+    impl_->java = java_server(cfg, impl_->dir.path() / "zookeeper.log");
     start();
 }
 
@@ -251,7 +190,7 @@ struct ZkEnsemble::Impl {
     TempDir dir{"pvc-zkens"};
     struct Member {
         int client, quorum, election;
-        std::unique_ptr<JavaServer> java;
+        std::unique_ptr<ProcessGroup> java;
     };
     std::vector<Member> members;
 };
@@ -270,7 +209,7 @@ ZkEnsemble::ZkEnsemble(int n) : impl_(std::make_unique<Impl>()) {
         fs::create_directories(d / "data");
         write_file(d / "data" / "myid", std::to_string(i + 1) + "\n");
         write_file(d / "zoo.cfg", base_config(d / "data", m.client) + servers);
-        m.java = std::make_unique<JavaServer>(d / "zoo.cfg", d / "zookeeper.log");
+        m.java = java_server(d / "zoo.cfg", d / "zookeeper.log");
     }
     for (auto& m : impl_->members) m.java->spawn();
     wait_quorum();

@@ -76,6 +76,17 @@ void change(nl_sock* sock, int ifindex, const std::string& what, void (*fill)(rt
     check(rtnl_link_change(sock, orig.get(), changes.get(), 0), what);
 }
 
+// The address object `cidr` on `ifindex`, as adding and removing send it.
+std::unique_ptr<rtnl_addr, RtAddrDeleter> address_object(int ifindex, const std::string& cidr) {
+    int family = cidr.find(':') == std::string::npos ? AF_INET : AF_INET6;
+    AddrPtr local = parse_addr(cidr, family);
+    std::unique_ptr<rtnl_addr, RtAddrDeleter> a(rtnl_addr_alloc());
+    rtnl_addr_set_ifindex(a.get(), ifindex);
+    check(rtnl_addr_set_local(a.get(), local.get()), "address " + cidr);
+    rtnl_addr_set_prefixlen(a.get(), static_cast<int>(nl_addr_get_prefixlen(local.get())));
+    return a;
+}
+
 }  // namespace
 
 NetlinkError::NetlinkError(const std::string& what, int c) : std::runtime_error(what), code(c) {}
@@ -204,12 +215,7 @@ std::vector<std::string> Netlink::addresses(int ifindex) {
 }
 
 bool Netlink::add_address(int ifindex, const std::string& cidr) {
-    int family = cidr.find(':') == std::string::npos ? AF_INET : AF_INET6;
-    AddrPtr local = parse_addr(cidr, family);
-    std::unique_ptr<rtnl_addr, RtAddrDeleter> a(rtnl_addr_alloc());
-    rtnl_addr_set_ifindex(a.get(), ifindex);
-    check(rtnl_addr_set_local(a.get(), local.get()), "address " + cidr);
-    rtnl_addr_set_prefixlen(a.get(), static_cast<int>(nl_addr_get_prefixlen(local.get())));
+    auto a = address_object(ifindex, cidr);
     int err = rtnl_addr_add(sock_.get(), a.get(), NLM_F_EXCL);
     if (err == -NLE_EXIST) return false;
     check(err, "adding address " + cidr);
@@ -217,12 +223,7 @@ bool Netlink::add_address(int ifindex, const std::string& cidr) {
 }
 
 bool Netlink::remove_address(int ifindex, const std::string& cidr) {
-    int family = cidr.find(':') == std::string::npos ? AF_INET : AF_INET6;
-    AddrPtr local = parse_addr(cidr, family);
-    std::unique_ptr<rtnl_addr, RtAddrDeleter> a(rtnl_addr_alloc());
-    rtnl_addr_set_ifindex(a.get(), ifindex);
-    check(rtnl_addr_set_local(a.get(), local.get()), "address " + cidr);
-    rtnl_addr_set_prefixlen(a.get(), static_cast<int>(nl_addr_get_prefixlen(local.get())));
+    auto a = address_object(ifindex, cidr);
     int err = rtnl_addr_delete(sock_.get(), a.get(), 0);
     if (err == -NLE_NOADDR || err == -NLE_OBJ_NOTFOUND) return false;
     check(err, "removing address " + cidr);
