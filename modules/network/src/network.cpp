@@ -50,6 +50,7 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
     floating_.emplace_back("lo", "169.254.169.254/32");
     upstream_floating_ = cfg.upstream.floating_ip;
     node_ = cfg.node;
+    dynamic_dir_ = cfg.dynamic_directory;
     if (cfg.enable_networking && cluster_mtu_ && *cluster_mtu_ < 68 + vxlan_overhead)
         problems.add(cfg.document.at("pvc.system.configuration.networking.cluster.mtu"),
                      fmt::format("{} leaves no room for VXLAN client networks (at least {})", *cluster_mtu_,
@@ -82,6 +83,18 @@ void NetworkModule::start(NodeContext& ctx) {
     zk_ = ctx.zk;
     worker_ = std::make_unique<ModulePool>(ctx.executor, "network", 1);
     on_worker("netlink", [this] { nl_ = std::make_unique<Netlink>(); });
+    on_worker("firewall base", [this] {
+        // §7.1: our table, its hook chains and dispatchers, the operator's
+        // static files. Without it no network gets rules (each says so).
+        try {
+            auto fw = std::make_unique<Firewall>(dynamic_dir_ / "nft");
+            fw->apply_base();
+            firewall_ = std::move(fw);
+            log_.ok("Firewall base in place (table inet filter)");
+        } catch (const std::exception& ex) {
+            log_.error("Firewall: {}; client networks get no firewall rules", ex.what());
+        }
+    });
     // Watch callbacks must not block: they only queue work for the worker.
     children_watch_ = zk_->watch_children(schema::path("base.network"),
                                           [this](const std::optional<std::vector<std::string>>& children) {
@@ -96,10 +109,13 @@ void NetworkModule::stop() {
     if (children_watch_) children_watch_->cancel();
     children_watch_.reset();
     if (worker_) worker_->stop();
-    for (auto& [vni, e] : networks_)
-        if (e.mtu_watch) e.mtu_watch->cancel();
+    for (auto& [vni, e] : networks_) {
+        for (auto& w : e.watches) w->cancel();
+        for (auto& [k, w] : e.acl_watches) w->cancel();
+    }
     networks_.clear();
     worker_.reset();
+    firewall_.reset();
     nl_.reset();
 }
 
@@ -108,15 +124,51 @@ std::map<std::string, std::string> NetworkModule::failed_networks() const {
     return failed_;
 }
 
+std::map<std::string, std::string> NetworkModule::refused_firewalls() const {
+    std::lock_guard g(failed_m_);
+    return refused_fw_;
+}
+
+void NetworkModule::schedule(const std::string& vni, unsigned work) {
+    {
+        std::lock_guard g(pending_m_);
+        unsigned& bits = pending_[vni];
+        bool queued = bits != 0;
+        bits |= work;
+        if (queued) return;
+    }
+    on_worker("network " + vni, [this, vni] { run_scheduled(vni); });
+}
+
+void NetworkModule::run_scheduled(const std::string& vni) {
+    unsigned bits;
+    {
+        // Taken before the work: an event from now on queues another pass.
+        std::lock_guard g(pending_m_);
+        bits = pending_[vni];
+        pending_.erase(vni);
+    }
+    if (bits & work_links) reconcile(vni);  // the firewall too
+    else if (bits & work_firewall) refresh_firewall(vni);
+}
+
+void NetworkModule::watch_network(const std::string& vni, Entry& e) {
+    // Each watch fires at once with the current value: the first pass
+    // creates the links. Any key of the network redoes the network (§5.8).
+    auto links = [this, vni](const std::optional<std::string>&, const zk::Stat&) { schedule(vni, work_links); };
+    for (const char* key : {"network.mtu", "network.type", "network.ip4.network", "network.ip4.gateway",
+                            "network.ip6.network", "network.ip6.gateway"})
+        e.watches.push_back(zk_->watch_data(schema::path(key, {vni}), links));
+    // §7.4: the ACL lists.
+    auto acls = [this, vni](const std::optional<std::vector<std::string>>&) { schedule(vni, work_firewall); };
+    for (const char* key : {"network.rule.in", "network.rule.out"})
+        e.watches.push_back(zk_->watch_children(schema::path(key, {vni}), acls));
+}
+
 void NetworkModule::sync(const std::vector<std::string>& children) {
     for (const auto& vni : children) {
         if (networks_.count(vni)) continue;
-        Entry& e = networks_[vni];
-        // Fires at once with the current value: that first call creates the links.
-        e.mtu_watch = zk_->watch_data(schema::path("network.mtu", {vni}),
-                                      [this, vni](const std::optional<std::string>&, const zk::Stat&) {
-            on_worker("network " + vni, [this, vni] { reconcile(vni); });
-        });
+        watch_network(vni, networks_[vni]);
     }
     for (auto it = networks_.begin(); it != networks_.end();) {
         if (std::find(children.begin(), children.end(), it->first) != children.end()) {
@@ -150,13 +202,33 @@ void NetworkModule::remove_orphans(const std::vector<std::string>& children) {
     } catch (const std::exception& ex) {
         log_.error("Removing links of deleted networks failed: {}", ex.what());
     }
+    if (!firewall_) return;
+    for (uint32_t vni : firewall_->networks_in_kernel()) {
+        if (wanted.count(std::to_string(vni))) continue;
+        try {
+            firewall_->remove(vni);
+            log_.ok("Firewall chains of network {} (deleted while the daemon was down) removed", vni);
+        } catch (const std::exception& ex) {
+            log_.error("Firewall chains of deleted network {}: removal refused: {}", vni, ex.what());
+        }
+    }
 }
 
 void NetworkModule::remove(const std::string& vni, Entry& e) {
-    if (e.mtu_watch) e.mtu_watch->cancel();
+    for (auto& w : e.watches) w->cancel();
+    for (auto& [k, w] : e.acl_watches) w->cancel();
     {
         std::lock_guard g(failed_m_);
         failed_.erase(vni);
+        refused_fw_.erase(vni);
+    }
+    if (firewall_) {  // also chains an earlier run made
+        try {
+            firewall_->remove(static_cast<uint32_t>(std::stoul(vni)));
+            log_.ok("Network {}: firewall chains removed", vni);
+        } catch (const std::exception& ex) {
+            log_.error("Network {}: removing its firewall chains was refused: {}", vni, ex.what());
+        }
     }
     if (!e.applied) {
         log_.info("Network {} removed (it had no links on this node)", vni);
@@ -252,24 +324,10 @@ void NetworkModule::reconcile(const std::string& vni) {
     auto found = networks_.find(vni);
     if (found == networks_.end()) return;  // removed since
     Entry& e = found->second;
-    NetworkKeys keys;
-    auto root = zk_->get(schema::path("network.vni", {vni}));
-    if (!root) return;  // being deleted: the children watch removes it
-    keys[""] = *root;
     zk::Stat mtu_stat;
-    auto mtu_value = zk_->get(schema::path("network.mtu", {vni}), &mtu_stat);
-    auto nettype = zk_->get(schema::path("network.type", {vni}));
-    if (!nettype || !mtu_value) {
-        // Clients create and delete a network's keys together (one
-        // transaction, a recursive delete): a missing key is a delete in
-        // progress, or a creation not visible yet. The next event decides.
-        log_.debug("Network {}: incomplete (no {} key yet or any more); nothing done", vni, nettype ? "mtu" : "nettype");
-        return;
-    }
-    keys["nettype"] = *nettype;
-    keys["mtu"] = *mtu_value;
-    for (const char* k : {"ip4_network", "ip4_gateway", "ip6_network", "ip6_gateway"})
-        keys[k] = zk_->get(schema::path("network.vni", {vni}) + "/" + k).value_or("");
+    auto read = read_keys(vni, &mtu_stat);
+    if (!read) return;
+    NetworkKeys& keys = *read;
 
     ParsedNetwork parsed = parse_network(vni, keys);
     if (!parsed.network) return fail(vni, e, parsed.error);
@@ -301,6 +359,7 @@ void NetworkModule::reconcile(const std::string& vni) {
         e.gateways = gateways;
         if (r.changes.empty()) log_.debug("Network {}: links in place, nothing changed", vni);
         else log_.ok("Network {} ({}): {}", vni, n.type == NetType::managed ? "managed" : "bridged", join(r.changes));
+        apply_firewall(vni, e, n);
         // Written after the links: the watch fires again, finds the value
         // equal and changes nothing (§5.2). Only over the value just read:
         // never re-create the key of a network being deleted, never
@@ -319,6 +378,94 @@ void NetworkModule::reconcile(const std::string& vni) {
     } catch (const std::exception& ex) {
         fail(vni, e, ex.what());
     }
+}
+
+}  // namespace pvc::network
+
+namespace pvc::network {
+
+std::optional<NetworkKeys> NetworkModule::read_keys(const std::string& vni, zk::Stat* mtu_stat) {
+    NetworkKeys keys;
+    auto root = zk_->get(schema::path("network.vni", {vni}));
+    if (!root) return std::nullopt;  // being deleted: the children watch removes it
+    keys[""] = *root;
+    auto mtu_value = zk_->get(schema::path("network.mtu", {vni}), mtu_stat);
+    auto nettype = zk_->get(schema::path("network.type", {vni}));
+    if (!nettype || !mtu_value) {
+        // Clients create and delete a network's keys together (one
+        // transaction, a recursive delete): a missing key is a delete in
+        // progress, or a creation not visible yet. The next event decides.
+        log_.debug("Network {}: incomplete (no {} key yet or any more); nothing done", vni, nettype ? "mtu" : "nettype");
+        return std::nullopt;
+    }
+    keys["nettype"] = *nettype;
+    keys["mtu"] = *mtu_value;
+    for (const char* k : {"ip4_network", "ip4_gateway", "ip6_network", "ip6_gateway", "dhcp4_flag", "dhcp4_start",
+                          "dhcp4_end", "dhcp6_flag", "domain", "name_servers"})
+        keys[k] = zk_->get(schema::path("network.vni", {vni}) + "/" + k).value_or("");
+    return keys;
+}
+
+void NetworkModule::refresh_firewall(const std::string& vni) {
+    auto found = networks_.find(vni);
+    if (found == networks_.end() || !found->second.applied) return;  // removed, or no links (yet)
+    auto keys = read_keys(vni, nullptr);
+    if (!keys) return;
+    ParsedNetwork parsed = parse_network(vni, *keys);
+    if (!parsed.network) return;  // reconcile reports it
+    apply_firewall(vni, found->second, *parsed.network);
+}
+
+void NetworkModule::apply_firewall(const std::string& vni, Entry& e, const ClientNetwork& n) {
+    if (n.type != NetType::managed || !firewall_) return;  // bridged networks have none (§7.2)
+    FirewallNetwork fw{n.vni, n.ip4_network, n.ip4_gateway, n.ip6_network, n.ip6_gateway, {}};
+    std::set<std::string> seen;
+    for (const char* dir : {"in", "out"}) {
+        auto names = zk_->children(schema::path(dir == std::string("in") ? "network.rule.in" : "network.rule.out", {vni}));
+        if (!names) continue;
+        for (const auto& desc : *names) {
+            Acl a{dir, desc, "", ""};
+            // A rule not (yet) readable is left out for now: its watch brings it.
+            auto rule = zk_->get(schema::path("rule.rule", {vni, dir, desc}));
+            a.order = zk_->get(schema::path("rule.order", {vni, dir, desc})).value_or("");
+            for (const char* k : {"rule", "order"}) {
+                std::string key = std::string(dir) + "/" + desc + "/" + k;
+                seen.insert(key);
+                if (!e.acl_watches.count(key))
+                    e.acl_watches[key] = zk_->watch_data(
+                        schema::path(k == std::string("rule") ? "rule.rule" : "rule.order", {vni, dir, desc}),
+                        [this, vni](const std::optional<std::string>&, const zk::Stat&) { schedule(vni, work_firewall); });
+            }
+            if (!rule) continue;
+            a.rule = *rule;
+            fw.acls.push_back(std::move(a));
+        }
+    }
+    for (auto it = e.acl_watches.begin(); it != e.acl_watches.end();) {
+        if (seen.count(it->first)) {
+            ++it;
+            continue;
+        }
+        it->second->cancel();
+        it = e.acl_watches.erase(it);
+    }
+    auto out = firewall_->apply(fw);
+    if (out.ok) {
+        e.firewalled = true;
+        if (!e.firewall_error.empty()) log_.ok("Network {}: firewall rules accepted again", vni);
+        else if (out.changed) log_.ok("Network {}: firewall rules in place ({} ACLs)", vni, fw.acls.size());
+        e.firewall_error.clear();
+        std::lock_guard g(failed_m_);
+        refused_fw_.erase(vni);
+        return;
+    }
+    std::string why = out.acl.empty() ? out.error : fmt::format("ACL '{}': {}", out.acl, out.error);
+    if (why != e.firewall_error)
+        log_.error("Network {}: firewall rules refused, its previous rules stay (other networks are unaffected): {}",
+                   vni, why);
+    e.firewall_error = why;
+    std::lock_guard g(failed_m_);
+    refused_fw_[vni] = why;
 }
 
 }  // namespace pvc::network

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "pvc/module.hpp"
 
 #include "client_network.hpp"
+#include "firewall.hpp"
 #include "host_network.hpp"
 #include "netlink.hpp"
 
@@ -38,14 +40,30 @@ public:
     // Networks whose keys were refused or whose links failed, with the reason
     // (for the log, and what the module will report in its health).
     std::map<std::string, std::string> failed_networks() const;
+    // Networks whose firewall rules nft refused (their previous rules stay),
+    // with the ACL blamed and nft's message.
+    std::map<std::string, std::string> refused_firewalls() const;
 
 private:
     struct Entry {
-        std::shared_ptr<zk::Watch> mtu_watch;
+        std::vector<std::shared_ptr<zk::Watch>> watches;  // the network's keys, its ACL lists
+        std::map<std::string, std::shared_ptr<zk::Watch>> acl_watches;  // "<dir>/<acl>/<rule|order>"
         std::optional<LinkPlan> applied;  // the links this node made for it
         std::string error;                // the last reason it was refused
+        std::string firewall_error;       // the last reason its rules were refused
         std::vector<std::string> gateways;  // its gateway addresses as last read
+        bool firewalled = false;          // its chains are ours to remove
     };
+    // What a watch asks the worker to redo for a network; coalesced: a burst
+    // of events is one pass over the state read at that time.
+    enum Work : unsigned { work_links = 1, work_firewall = 2 };
+    void schedule(const std::string& vni, unsigned work);
+    void run_scheduled(const std::string& vni);
+    void watch_network(const std::string& vni, Entry& e);
+    // The network's keys as read now (nullopt: not all there, e.g. being deleted).
+    std::optional<NetworkKeys> read_keys(const std::string& vni, zk::Stat* mtu_stat);
+    void apply_firewall(const std::string& vni, Entry& e, const ClientNetwork& n);
+    void refresh_firewall(const std::string& vni);
     // Everything below runs on the worker (one thread: serialised).
     void sync(const std::vector<std::string>& children);
     // Once, on the first /networks read: links of networks deleted while
@@ -75,8 +93,13 @@ private:
     std::shared_ptr<zk::Session> zk_;
     std::unique_ptr<Netlink> nl_;
     std::map<std::string, Entry> networks_;
+    std::filesystem::path dynamic_dir_;
+    std::unique_ptr<Firewall> firewall_;                          // worker only; null if nft is unusable
+    std::mutex pending_m_;
+    std::map<std::string, unsigned> pending_;                     // VNI -> Work bits queued
     mutable std::mutex failed_m_;
     std::map<std::string, std::string> failed_;
+    std::map<std::string, std::string> refused_fw_;
     std::shared_ptr<zk::Watch> children_watch_;
     std::unique_ptr<ModulePool> worker_;  // last: stopped (joined) first
 };

@@ -29,6 +29,17 @@ using nlohmann::json;
 using pvc::test::eventually;
 
 namespace {
+// `pred` true within `bound` (not scaled: the bound is the specification's).
+template <class Pred>
+bool within(std::chrono::milliseconds bound, Pred pred) {
+    auto end = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < end)
+        if (pred()) return true;
+    return false;
+}
+}  // namespace
+
+namespace {
 
 // A reference client's `pvc network add`: every key of the network in one transaction.
 const char* add_network_py = R"(
@@ -48,6 +59,29 @@ for k, v in [("nettype", nettype), ("mtu", ""), ("domain", desc + ".local" if ne
 r = t.commit()
 bad = [x for x in r if isinstance(x, Exception)]
 if bad: print(bad); sys.exit(1)
+zk.stop()
+)";
+
+// A reference client's `pvc network acl add`: the ACL and its two keys in one transaction.
+const char* add_acl_py = R"(
+import sys
+from kazoo.client import KazooClient
+hosts, vni, direction, desc, rule, order = sys.argv[1:7]
+zk = KazooClient(hosts=hosts); zk.start()
+p = "/networks/%s/firewall_rules/%s/%s" % (vni, direction, desc)
+t = zk.transaction()
+t.create(p, b""); t.create(p + "/rule", rule.encode()); t.create(p + "/order", order.encode())
+r = t.commit()
+bad = [x for x in r if isinstance(x, Exception)]
+if bad: print(bad); sys.exit(1)
+zk.stop()
+)";
+
+const char* delete_acl_py = R"(
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+zk.delete("/networks/%s/firewall_rules/%s/%s" % tuple(sys.argv[2:5]), recursive=True)
 zk.stop()
 )";
 
@@ -148,7 +182,7 @@ protected:
         session_.reset();
         delete zk_;
         delete in_sw_;
-        for (const char* g : {"g1", "g2"}) run({"ip", "netns", "del", ns_prefix() + g});
+        for (const char* g : {"g1", "g2", "g3", "g4"}) run({"ip", "netns", "del", ns_prefix() + g});
         delete ns1_;
         delete ns2_;
         delete sw_;
@@ -331,6 +365,82 @@ TEST_F(NetworkDaemon, BridgedNetworkOnAKernelWithoutVlanIsReportedNotSkipped) {
     if (created) {
         EXPECT_EQ(link(*ns1_, "vlan200").at("master"), "vmbr200");
     }
+}
+
+// §7: an ACL written by a client is in the kernel of every node within
+// 1 s; on the primary (the router) it decides routed traffic. A guest on
+// hv2's vmbr1000 reaches the upstream address of the primary's brcluster
+// only through the primary's forwarding (the guest's default route is the
+// gateway), so an `out` ACL dropping that address cuts it off.
+TEST_F(NetworkDaemon, AclWrittenByAClientDropsAndThenAcceptsRoutedTrafficWithinASecond) {
+    ASSERT_GT(ifindex(*ns1_, "vmbr1000"), 0) << "needs network 1000";
+    std::string primary;
+    ASSERT_TRUE(eventually([&] {
+        primary = session_->get("/config/primary_node").value_or("");
+        return (primary == "hv1" || primary == "hv2") &&
+               session_->get("/nodes/" + primary + "/routerstate").value_or("") == "primary";
+    }, std::chrono::seconds(20)));
+    const Netns& router = primary == "hv1" ? *ns1_ : *ns2_;
+    std::string from = primary == "hv1" ? "g2" : "g1";
+    must({"ip", "-n", ns_prefix() + from, "route", "replace", "default", "via", "10.200.0.1"});
+    guest(router, "g3", "vmbr1003", "10.203.0.13/24");
+    must({"ip", "-n", ns_prefix() + "g3", "route", "replace", "default", "via", "10.203.0.1"});
+    router.must_exec({"sysctl", "-qw", "net.ipv4.ip_forward=1"});
+    ASSERT_TRUE(eventually([&] { return ping(from, "10.203.0.13"); }, std::chrono::seconds(10)))
+        << router.must_exec({"nft", "list", "ruleset"});
+
+    auto has = [](const Netns& ns, const std::string& chain, const std::string& text) {
+        return ns.exec({"nft", "list", "chain", "inet", "filter", chain}).out.find(text) != std::string::npos;
+    };
+    auto written = std::chrono::steady_clock::now();
+    client(add_acl_py, {zk_->hosts(), "1003", "in", "no-ping-from-1000", "ip saddr 10.200.0.0/24 icmp type echo-request drop", "0"});
+    // Both nodes' kernels hold it (every node has every network's rules),
+    // both within 1 s of the client's write.
+    EXPECT_TRUE(within(std::chrono::milliseconds(1000), [&] {
+        return has(*ns1_, "vxlan1003-in", "echo-request drop") && has(*ns2_, "vxlan1003-in", "echo-request drop");
+    })) << node1_->log();
+    auto in_kernel = std::chrono::steady_clock::now();
+    EXPECT_FALSE(ping(from, "10.203.0.13"));
+    auto deleted = std::chrono::steady_clock::now();
+    client(delete_acl_py, {zk_->hosts(), "1003", "in", "no-ping-from-1000"});
+    EXPECT_TRUE(within(std::chrono::milliseconds(1000), [&] { return !has(router, "vxlan1003-in", "echo-request"); }));
+    auto gone = std::chrono::steady_clock::now();
+    EXPECT_TRUE(ping(from, "10.203.0.13"));
+    auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+    std::cout << "[ figure   ] ACL written -> in both nodes' kernels: " << ms(in_kernel - written)
+              << " ms; deleted -> gone from the router's kernel: " << ms(gone - deleted)
+              << " ms (client script and polling included)\n";
+}
+
+// §7.5 [DEV]: an ACL nft refuses is reported on its network; that network
+// keeps its rules, and another network's ACL change still applies.
+TEST_F(NetworkDaemon, MalformedAclOnOneNetworkLeavesTheOtherNetworksTrafficAndChangesAlone) {
+    ASSERT_GT(ifindex(*ns1_, "vmbr1003"), 0) << "needs network 1003";
+    std::string primary = session_->get("/config/primary_node").value_or("");
+    std::string from = primary == "hv1" ? "g2" : "g1";
+    ASSERT_TRUE(ping(from, "10.203.0.13")) << "needs the previous test's guests";
+    std::string before = ns1_->must_exec({"nft", "-a", "-s", "list", "chain", "inet", "filter", "vxlan1000-in"});
+    client(add_acl_py, {zk_->hosts(), "1000", "in", "typo", "tcp dport 22 acept", "0"});
+    for (Node* n : {node1_, node2_})
+        EXPECT_TRUE(eventually([&] {
+            return n->log().find("Network 1000: firewall rules refused, its previous rules stay") != std::string::npos &&
+                   n->log().find("ACL 'typo'") != std::string::npos;
+        })) << n->log();
+    EXPECT_EQ(ns1_->must_exec({"nft", "-a", "-s", "list", "chain", "inet", "filter", "vxlan1000-in"}), before);
+    // The other network: its ACL applies, its traffic is as its rules say.
+    client(add_acl_py, {zk_->hosts(), "1003", "in", "smtp", "tcp dport 25 drop", "0"});
+    EXPECT_TRUE(within(std::chrono::milliseconds(1000), [&] {
+        return ns1_->exec({"nft", "list", "chain", "inet", "filter", "vxlan1003-in"}).out.find("tcp dport 25 drop") !=
+               std::string::npos;
+    }));
+    EXPECT_TRUE(ping(from, "10.203.0.13"));
+    // Removing the bad ACL makes the network's rules accepted again.
+    client(delete_acl_py, {zk_->hosts(), "1000", "in", "typo"});
+    EXPECT_TRUE(eventually([&] {
+        return node1_->log().find("Network 1000: firewall rules accepted again") != std::string::npos;
+    })) << node1_->log();
+    client(delete_acl_py, {zk_->hosts(), "1003", "in", "smtp"});
+    EXPECT_TRUE(running(*node1_, std::chrono::seconds(1)));
 }
 
 // The router role (§6.2, §8): the primary holds the floating addresses (on

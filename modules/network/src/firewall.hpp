@@ -1,0 +1,112 @@
+// The firewall of client networks (network.md §7), on every node, through
+// libnftables in table `inet filter`.
+//
+// Layout (one transaction per network, so one network's change never
+// touches another's chains, and one bad ACL refuses only its own network):
+//
+//   input    (hook)  the operator's static drop-ins, then `jump pvc-input`
+//   forward  (hook)  the operator's static drop-ins, then `jump pvc-forward`
+//   pvc-input        per network: meta iifname "vmbr<vni>" jump vxlan<vni>-input
+//   pvc-forward      per network: jump vxlan<vni>-forward
+//   vxlan<vni>-input    the §7.2 allow-list of what guests may send the host
+//   vxlan<vni>-forward  the §7.2 jumps by CIDR to vxlan<vni>-in / -out
+//   vxlan<vni>-in, -out the ACLs (§7.3), names and meaning as the reference's
+//
+// A network's own four chains are flushed and refilled in one transaction
+// with its dispatch rules added if missing; the reference instead reloads
+// the whole ruleset (`flush ruleset`, every table of every tool) on every
+// change, and one bad ACL there blocks every network (§7.5).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "nft.hpp"
+
+namespace pvc::network {
+
+// One ACL, /networks/<vni>/firewall_rules/<direction>/<description>.
+struct Acl {
+    std::string direction;    // "in" | "out"
+    std::string description;
+    std::string rule;         // raw nftables rule text
+    std::string order;        // as stored (decimal)
+};
+
+// §7.3 [DEV]: numerically by order, ties by description, unparseable orders
+// last; none dropped.
+std::vector<Acl> ordered(std::vector<Acl> acls, const std::string& direction);
+
+// Why a rule text cannot be one ACL ("" if it can): it must be one nft rule
+// on one line — no line breaks or control characters, no `;` outside a
+// quoted string (a second command), not empty. Everything else is for nft.
+std::string acl_text_problem(const std::string& rule);
+
+// What the firewall of one managed network is made of.
+struct FirewallNetwork {
+    uint32_t vni = 0;
+    std::optional<std::string> ip4_network, ip4_gateway, ip6_network, ip6_gateway;
+    std::vector<Acl> acls;
+};
+
+// The commands for a network's own chains, flushed and refilled; with
+// `dispatch`, also its two dispatch rules. `acl_lines` maps each ACL's
+// line number (1-based) to its description (to name the ACL nft refused).
+struct Fragment {
+    std::string text;
+    std::map<int, std::string> acl_lines;
+    std::string refused_acl;  // an ACL refused before nft saw it
+    std::string refused_why;
+};
+Fragment render_fragment(const FirewallNetwork& n, bool dispatch);
+
+// The base commands (§7.1, without `flush ruleset`: only our table).
+std::string render_base(const std::filesystem::path& static_dir);
+
+// The chain names of a network, and the VNI of one of ours.
+std::vector<std::string> network_chains(uint32_t vni);
+std::optional<uint32_t> chain_vni(const std::string& chain);
+
+class Firewall {
+public:
+    // `dir`: <dynamic_directory>/nft (base.nft, static/, networks/<vni>.nft).
+    explicit Firewall(std::filesystem::path dir);
+
+    // At start: our table, the hook chains and dispatchers; the operator's
+    // static/ files re-read. Other networks' chains stay as they are.
+    // Throws std::runtime_error with nft's message.
+    void apply_base();
+
+    struct Outcome {
+        bool ok = false;
+        bool changed = false;     // false: the same text was in place already
+        std::string error;        // nft's message or the refusal
+        std::string acl;          // the ACL blamed, if one could be
+    };
+    // Makes the kernel hold the network's rules; on refusal the previous
+    // rules of the network stay (and its file), nothing else is touched.
+    Outcome apply(const FirewallNetwork& n);
+    // Removes a network's dispatch rules and chains (absent ones are fine).
+    // Throws std::runtime_error with nft's message.
+    void remove(uint32_t vni);
+    // VNIs that have chains of ours in the kernel.
+    std::set<uint32_t> networks_in_kernel();
+
+    Nftables& nft() { return nft_; }
+
+private:
+    // The handles of dispatch rules, by the chain they jump to.
+    std::map<std::string, std::vector<uint64_t>> dispatch_rules();
+
+    std::filesystem::path dir_;
+    Nftables nft_;
+    std::set<uint32_t> dispatched_;              // VNIs whose dispatch rules exist
+    std::map<uint32_t, std::string> applied_;    // VNI -> text last applied
+};
+
+}  // namespace pvc::network
