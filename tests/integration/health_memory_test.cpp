@@ -10,6 +10,22 @@
 
 using namespace std::chrono_literals;
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool sanitizer_build = true;
+#else
+constexpr bool sanitizer_build = false;
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer holds freed memory in a quarantine of 256 MiB before reusing
+// it, which reads as growth here. This test measures the steady state of the
+// allocator, so the quarantine is off in this binary only (ASan's other checks
+// stay on; the environment's ASAN_OPTIONS still apply on top).
+extern "C" const char* __asan_default_options() {
+    return "quarantine_size_mb=0:thread_local_quarantine_size_kb=0";
+}
+#endif
+
 namespace {
 
 long status_field(const char* name) {
@@ -44,8 +60,14 @@ TEST_F(HealthMemoryTest, TwelvePythonPluginsStayFlatOverHundredsOfPasses) {
     const long rss1 = status_field("VmRSS:"), threads1 = status_field("Threads:");
     std::cout << fmt::format("RSS {} -> {} KiB, threads {} -> {} over {} passes of 12 plugins\n", rss0, rss1,
                              threads0, threads1, passes);
-    // 1 KiB per plugin call kept would be 4.8 MiB; the bound is well below that.
-    EXPECT_LE(rss1 - rss0, 2048) << "resident memory grew over " << passes << " passes";
+    // 1 KiB per plugin call kept would be 4.8 MiB; the bound is well below that
+    // (measured: 12 KiB in the normal build). Under a sanitizer the runtime's
+    // own bookkeeping grows with every thread a pass starts and every object
+    // carries redzones (measured 1.5-2.4 MiB under ASan with its quarantine
+    // off), so there the bound is 1 KiB per plugin call: a leak of a plugin's
+    // result still fails.
+    const long bound = sanitizer_build ? passes * 12 : 2048;
+    EXPECT_LE(rss1 - rss0, bound) << "resident memory grew over " << passes << " passes";
     EXPECT_LE(threads1, threads0) << "threads left behind by passes";
     h->shutdown(5s);
 }
