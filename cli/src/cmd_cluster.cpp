@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "model.hpp"
+#include "pvc/client.hpp"
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
 #include "table.hpp"
@@ -140,8 +141,7 @@ void add_cluster_commands(CLI::App& app) {
     maint->footer("Writes /config/maintenance = true|false.\n\nExamples:\n  pvc cluster maintenance on\n"
                   "  pvc cluster maintenance off");
     maint->callback([] {
-        std::string value = mode == "on" ? "true" : "false";
-        if (!session()->write(path("base.config.maintenance"), value))
+        if (!client::set_maintenance(*session(), mode == "on"))
             throw Failure("could not write the maintenance flag");
         std::cout << "Maintenance mode " << (mode == "on" ? "enabled" : "disabled") << "." << std::endl;
     });

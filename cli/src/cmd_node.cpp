@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "model.hpp"
+#include "pvc/client.hpp"
 #include "pvc/schema.hpp"
 #include "table.hpp"
 
@@ -87,7 +88,7 @@ void node_domainstate(const std::string& request, const std::string& done_state)
         std::cout << "Node " << args.node << " is already " << done_state << "." << std::endl;
         return;
     }
-    if (!session()->write(key, request)) throw Failure("could not write the domain state of node " + args.node);
+    if (!client::set_node_domain_state(*session(), args.node, request)) throw Failure("could not write the domain state of node " + args.node);
     std::cout << (flush ? "Removing node " + args.node + " from active service."
                         : "Restoring node " + args.node + " to active service.")
               << std::endl;
@@ -127,8 +128,7 @@ void node_router(const std::string& want) {
         std::cout << "Node " << args.node << " is already in " << want << " router mode." << std::endl;
         return;
     }
-    std::string value = want == "primary" ? args.node : "none";
-    if (!session()->write(path("base.config.primary_node"), value))
+    if (!client::request_router_state(*session(), args.node, want == "primary"))
         throw Failure("could not write the primary node request");
     std::cout << "Setting node " << args.node << " in " << want << " router mode." << std::endl;
     if (!args.wait) return;

@@ -17,6 +17,7 @@
 #include "common.hpp"
 #include "domain_xml.hpp"
 #include "model.hpp"
+#include "pvc/client.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/target.hpp"
 #include "table.hpp"
@@ -46,14 +47,10 @@ std::string read_file(const std::string& file) {
     return ss.str();
 }
 
-// change_state(S) of the reference: exclusive lock, write, 0.5 s, release.
+// change_state(S) of the reference (pvc/client.hpp): exclusive lock, write, 0.5 s, release.
 void change_state(const std::string& uuid, const std::string& state) {
-    zk::Lock lock(session(), path("domain.state", {uuid}), zk::LockKind::exclusive, new_uuid());
-    if (!lock.acquire()) throw Failure("could not take the state lock of VM " + uuid);
-    if (!session()->write(path("domain.state", {uuid}), state))
+    if (!client::change_vm_state(session(), uuid, state))
         throw Failure("could not write state " + state + " for VM " + uuid);
-    pause(500ms);
-    lock.release();
 }
 
 std::string state_of(const std::string& uuid) { return read(path("domain.state", {uuid})); }
@@ -195,38 +192,24 @@ void vm_define() {
     for (const auto& nic : x.dom.interfaces)
         if (nic.type == "hostdev") method = "shutdown";  // SR-IOV hostdev NICs cannot live-migrate
 
-    const std::string& u = x.uuid;
-    std::vector<zk::KeyValue> kvs = {
-        {path("domain.name", {u}), name},
-        {path("domain.xml", {u}), x.xml},
-        {path("domain.state", {u}), "stop"},
-        {path("domain.profile", {u}), a.profile.empty() ? "None" : a.profile},
-        {path("domain.stats", {u}), ""},
-        {path("domain.node", {u}), node},
-        {path("domain.last_node", {u}), ""},
-        {path("domain.failed_reason", {u}), ""},
-        {path("domain.storage.volumes", {u}), join(x.dom.rbd_list(), ",")},
-        {path("domain.console.log", {u}), ""},
-        {path("domain.console.vnc", {u}), ""},
-        {path("domain.meta.autostart", {u}), zk::py_bool(a.autostart)},
-        {path("domain.meta.migrate_method", {u}), method},
-        {path("domain.meta.node_limit", {u}), join(limit, ",")},
-        {path("domain.meta.node_selector", {u}), a.selector.empty() ? "none" : a.selector},
-        {path("domain.meta.tags", {u}), ""},
-        {path("domain.migrate.sync_lock", {u}), ""},
-    };
-    if (!session()->write(kvs)) throw Failure("could not write VM " + name + " to the cluster");
+    client::VmDefinition def;
+    def.uuid = x.uuid;
+    def.name = name;
+    def.xml = x.xml;
+    def.node = node;
+    if (!a.profile.empty()) def.profile = a.profile;
+    def.rbd_list = x.dom.rbd_list();
+    def.autostart = a.autostart;
+    def.migrate_method = method;
+    def.node_limit = join(limit, ",");
+    if (!a.selector.empty()) def.node_selector = a.selector;
+    for (const auto& t : a.tags) def.tags.emplace_back(t, false);
+    for (const auto& t : a.protected_tags) def.tags.emplace_back(t, true);
+    if (!client::define_vm(*session(), def)) throw Failure("could not write VM " + name + " to the cluster");
     // Defined all the same: our nodes need none of these; a reference
     // client sharing the cluster does.
     warn_reference_omissions(x);
-    auto add_tag = [&](const std::string& tag, bool prot) {
-        if (!session()->write({{path("tag.name", {u, tag}), tag},
-                               {path("tag.type", {u, tag}), "user"},
-                               {path("tag.protected", {u, tag}), zk::py_bool(prot)}}))
-            throw Failure("could not write tag " + tag + " of VM " + name);
-    };
-    for (const auto& t : a.tags) add_tag(t, false);
-    for (const auto& t : a.protected_tags) add_tag(t, true);
+    const std::string& u = x.uuid;
     std::cout << "Defined VM " << name << " (UUID " << u << (x.uuid_generated ? ", generated" : "") << ") on node "
               << node << "." << std::endl;
 }
@@ -255,9 +238,7 @@ void vm_modify() {
     if (a.restart && x && state_of(u) != "start")
         throw Failure("VM " + name + " is not in state start; cannot restart it (modify without --restart)");
     if (x) {
-        if (!session()->write({{path("domain.name", {u}), name},
-                               {path("domain.storage.volumes", {u}), join(x->dom.rbd_list(), ",")},
-                               {path("domain.xml", {u}), x->xml}}))
+        if (!client::write_vm_xml(*session(), u, name, x->dom.rbd_list(), x->xml))
             throw Failure("could not write the new configuration of VM " + name);
         std::cout << "Modified the configuration of VM " << name << "." << std::endl;
         warn_reference_omissions(*x);
@@ -284,11 +265,7 @@ void vm_remove() {
         if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("not removed");
     }
     std::string rbd = read(path("domain.storage.volumes", {u}));
-    if (state_of(u) != "stop") change_state(u, "stop");
-    pause(1s);
-    change_state(u, "delete");
-    pause(500ms);
-    session()->remove_recursive(path("domain.name", {u}));
+    if (!client::undefine_vm(session(), u, 1s)) throw Failure("could not remove VM " + name);
     std::cout << "Removed VM " << name << " from the cluster." << std::endl;
     if (!rbd.empty()) std::cout << "Its RBD volumes were left in place: " << rbd << std::endl;
 }
@@ -403,15 +380,8 @@ void vm_relocate(const std::string& op) {
             new_last = "";
     }
 
-    {
-        zk::Lock lock(session(), path("domain.state", {u}), zk::LockKind::exclusive, new_uuid());
-        if (!lock.acquire()) throw Failure("could not take the state lock of VM " + name);
-        if (!session()->write({{path("domain.state", {u}), target_state},
-                               {path("domain.node", {u}), target},
-                               {path("domain.last_node", {u}), new_last}}))
-            throw Failure("could not write the migration of VM " + name);
-        pause(500ms);
-    }
+    if (!client::relocate_vm(session(), u, target_state, target, new_last))
+        throw Failure("could not write the migration of VM " + name);
     static const std::map<std::string, std::string> verb = {
         {"migrate", "Migrating"}, {"move", "Permanently migrating"}, {"unmigrate", "Unmigrating"}};
     std::cout << verb.at(op) << " VM " << name << " to node " << target << "." << std::endl;

@@ -12,6 +12,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "pvc/client.hpp"
+
 namespace pvc::cli {
 namespace {
 
@@ -143,17 +145,6 @@ std::optional<double> to_double(const std::string& s) {
 
 void pause(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
-std::string new_uuid() {
-    std::random_device rd;
-    std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
-    uint64_t hi = gen(), lo = gen();
-    hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
-    lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
-    char buf[37];
-    std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
-                  static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
-                  static_cast<unsigned>(lo >> 48), static_cast<unsigned long long>(lo & 0xffffffffffffULL));
-    return buf;
-}
+std::string new_uuid() { return client::new_uuid(); }
 
 }  // namespace pvc::cli

@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "domain_xml.hpp"
+#include "pvc/client.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc::cli {
@@ -145,11 +146,7 @@ void require_node(const std::string& name) {
         throw Failure("no node named '" + name + "' in the cluster");
 }
 
-std::optional<std::string> vm_by_name(const std::string& name) {
-    for (const auto& u : vm_uuids())
-        if (read(path("domain.name", {u})) == name) return u;
-    return std::nullopt;
-}
+std::optional<std::string> vm_by_name(const std::string& name) { return client::vm_by_name(*session(), name); }
 
 std::string find_vm(const std::string& id) {
     if (is_uuid(id)) {

@@ -1,0 +1,148 @@
+#include "api.hpp"
+
+#include <thread>
+
+#include "pvc/schema.hpp"
+
+namespace pvc::api {
+
+ApiModule::ApiModule() = default;
+ApiModule::~ApiModule() { stop(); }
+
+void ApiModule::configure(const Config& config, ConfigProblems& problems) {
+    settings_ = read_api_settings(config, problems);
+}
+
+void ApiModule::start(NodeContext& ctx) {
+    log_ = ctx.logger;
+    zk_ = ctx.zk;
+    executor_ = &ctx.executor;
+    if (!settings_.coordinator) {
+        log_.info("API: this node is no coordinator and never primary: nothing to serve");
+        return;
+    }
+    if (settings_.auth_enabled && settings_.tokens.empty())
+        log_.warn("API: authentication is enabled but pvc.api.authentication.tokens is empty: every protected route "
+                  "answers 401");
+    pool_ = std::make_unique<ModulePool>(ctx.executor, "api", 1);
+    view_ = std::make_unique<ClusterView>(zk_);
+    view_->start();
+    figures_.zookeeper_requests = [zk = zk_] { return zk->stats().requests; };
+    api_ = std::make_unique<Api>(zk_, *view_, settings_, log_, figures_);
+    router_ = ctx.events.router_state.subscribe([this](const std::string& s) { on_router_state(s); });
+    tick_ = ctx.events.keepalive_tick.subscribe([this] { on_tick(); });
+    // A daemon that starts as primary (its router state already primary).
+    if (zk_->get(schema::path("node.state.router", {settings_.node})).value_or("") == "primary")
+        pool_->post("serve", [this](std::stop_token st) {
+            if (!st.stop_requested()) serve();
+        });
+}
+
+void ApiModule::stop() {
+    router_.reset();
+    tick_.reset();
+    if (pool_) pool_->stop();
+    {
+        std::lock_guard g(server_m_);
+        if (server_) {
+            server_->stop();
+            figures_.server = nullptr;
+            server_.reset();
+        }
+    }
+    pool_.reset();
+    api_.reset();
+    if (view_) view_->stop();
+    view_.reset();
+}
+
+bool ApiModule::serving() const {
+    std::lock_guard g(server_m_);
+    return server_ && server_->running();
+}
+
+uint16_t ApiModule::port() const {
+    std::lock_guard g(server_m_);
+    return server_ ? server_->port() : 0;
+}
+
+void ApiModule::serve() {
+    std::lock_guard g(server_m_);
+    if (server_ || !api_) return;
+    const auto& o = settings_.server;
+    // The listen address may be the floating address the network module is
+    // adding at this moment: a few retries (the socket binds with
+    // IP_FREEBIND, so this is for other transient failures).
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        auto s = std::make_unique<HttpServer>(o, [this](const HttpRequest& r, std::stop_token st) {
+            return api_->handle(r, st);
+        }, log_);
+        try {
+            s->start();
+            figures_.server = &s->counters();
+            log_.ok("API: listening on {}:{} ({})", o.address, s->port(), o.tls ? "https" : "http");
+            server_ = std::move(s);
+            return;
+        } catch (const std::exception& e) {
+            if (attempt == 19 || pool_->stopping()) {
+                log_.error("API: not serving: {}", e.what());
+                return;
+            }
+            if (attempt == 0) log_.warn("API: {}; retrying", e.what());
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+    }
+}
+
+void ApiModule::stop_serving() {
+    std::lock_guard g(server_m_);
+    if (!server_) return;
+    server_->stop();
+    figures_.server = nullptr;
+    server_.reset();
+    log_.ok("API: stopped listening");
+}
+
+void ApiModule::transition(Transition t, std::function<void()> done) {
+    if (!pool_) return done();
+    pool_->post(t == Transition::takeover ? "takeover" : "relinquish", [this, t, done](std::stop_token st) {
+        if (!st.stop_requested()) {
+            if (t == Transition::takeover) serve();
+            else stop_serving();
+        }
+        done();
+    });
+}
+
+void ApiModule::on_router_state(const std::string& state) {
+    if (!pool_) return;
+    if (state == "primary")
+        pool_->post("serve", [this](std::stop_token st) {
+            if (!st.stop_requested()) serve();
+        });
+    else if (state != "takeover")
+        pool_->post("stop serving", [this](std::stop_token st) {
+            if (!st.stop_requested()) stop_serving();
+        });
+}
+
+// Each keepalive: the interval since the last, and one ZooKeeper read's
+// round trip (on the pool: a read may wait on a slow ZooKeeper).
+void ApiModule::on_tick() {
+    auto now = std::chrono::steady_clock::now();
+    if (last_tick_) figures_.keepalive_interval_s = std::chrono::duration<double>(now - *last_tick_).count();
+    last_tick_ = now;
+    figures_.failed_tasks = executor_ ? executor_->failed_tasks() : 0;
+    if (!pool_ || probing_.exchange(true)) return;
+    pool_->post("ZooKeeper latency probe", [this](std::stop_token) {
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+            zk_->exists(schema::path("base.schema.version"));
+            figures_.zookeeper_latency_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        } catch (const std::exception&) {
+        }
+        probing_ = false;
+    });
+}
+
+}  // namespace pvc::api

@@ -1,0 +1,234 @@
+#include "cluster_view.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace pvc::api {
+
+namespace {
+
+std::vector<std::string_view> split_path(std::string_view p) {
+    std::vector<std::string_view> out;
+    size_t pos = 1;
+    while (pos <= p.size()) {
+        size_t s = p.find('/', pos);
+        if (s == std::string_view::npos) s = p.size();
+        out.push_back(p.substr(pos, s - pos));
+        pos = s + 1;
+    }
+    return out;
+}
+
+// Containers of the schema-10 tree the API reads ("*" = any one name).
+const std::vector<std::vector<std::string_view>>& container_patterns() {
+    static const std::vector<std::vector<std::string_view>> p = {
+        {"config"},
+        {"nodes"}, {"nodes", "*"}, {"nodes", "*", "monitoring_data"}, {"nodes", "*", "monitoring_data", "*"},
+        {"domains"}, {"domains", "*"}, {"domains", "*", "tags"}, {"domains", "*", "tags", "*"},
+        {"networks"}, {"networks", "*"}, {"networks", "*", "dhcp4_reservations"},
+        {"networks", "*", "dhcp4_reservations", "*"}, {"networks", "*", "dhcp4_leases"},
+        {"networks", "*", "dhcp4_leases", "*"}, {"networks", "*", "firewall_rules"},
+        {"networks", "*", "firewall_rules", "*"}, {"networks", "*", "firewall_rules", "*", "*"},
+        {"ceph"}, {"ceph", "osds"}, {"ceph", "osds", "*"}, {"ceph", "osds", "*", "fsid"},
+        {"ceph", "pools"}, {"ceph", "pools", "*"},
+        {"ceph", "volumes"}, {"ceph", "volumes", "*"}, {"ceph", "volumes", "*", "*"},
+        {"ceph", "snapshots"}, {"ceph", "snapshots", "*"}, {"ceph", "snapshots", "*", "*"},
+        {"ceph", "snapshots", "*", "*", "*"},
+    };
+    return p;
+}
+
+bool matches(const std::vector<std::string_view>& segs, const std::vector<std::string_view>& pattern) {
+    if (segs.size() != pattern.size()) return false;
+    for (size_t i = 0; i < segs.size(); ++i)
+        if (pattern[i] != "*" && pattern[i] != segs[i]) return false;
+    return true;
+}
+
+std::string object_root(const std::string& path) {
+    auto segs = split_path(path);
+    if (segs.size() < 2) return "/" + std::string(segs.empty() ? "" : segs[0]);
+    return "/" + std::string(segs[0]) + "/" + std::string(segs[1]);
+}
+
+const char* const roots[] = {"/config", "/nodes", "/domains", "/networks", "/ceph"};
+
+}  // namespace
+
+bool is_container(const std::string& path) {
+    auto segs = split_path(path);
+    for (const auto& p : container_patterns())
+        if (matches(segs, p)) return true;
+    return false;
+}
+
+bool is_excluded(const std::string& path) {
+    auto segs = split_path(path);
+    if (!segs.empty() && segs[0] == "logs") return true;
+    return segs.size() == 3 && segs[0] == "domains" && segs[2] == "consolelog";
+}
+
+ClusterView::ClusterView(std::shared_ptr<zk::Session> zk) : zk_(std::move(zk)) {}
+ClusterView::~ClusterView() { stop(); }
+
+void ClusterView::start() {
+    for (const char* r : roots) add(r);
+}
+
+void ClusterView::stop() {
+    std::vector<std::shared_ptr<zk::Watch>> cancel;
+    {
+        std::unique_lock l(m_);
+        if (stopped_) return;
+        stopped_ = true;
+        for (auto& [p, e] : entries_) {
+            if (e.data_watch) cancel.push_back(std::move(e.data_watch));
+            if (e.children_watch) cancel.push_back(std::move(e.children_watch));
+        }
+    }
+    for (auto& w : cancel) w->cancel();
+}
+
+bool ClusterView::ready() const {
+    std::shared_lock l(m_);
+    return pending_ == 0 && !entries_.empty();
+}
+
+bool ClusterView::wait_ready(std::chrono::milliseconds timeout) const {
+    auto until = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock l(ready_m_);
+    while (!ready()) {
+        if (ready_cv_.wait_until(l, std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(50))) ==
+                std::cv_status::timeout &&
+            std::chrono::steady_clock::now() >= until)
+            return ready();
+    }
+    return true;
+}
+
+size_t ClusterView::size() const {
+    std::shared_lock l(m_);
+    return entries_.size();
+}
+
+void ClusterView::add(const std::string& path) {
+    bool container = is_container(path);
+    {
+        std::unique_lock l(m_);
+        if (stopped_ || entries_.count(path)) return;
+        Entry& e = entries_[path];
+        e.container = container;
+        pending_ += container ? 2 : 1;
+    }
+    // The watches' first calls come on the event thread, after these return.
+    auto dw = zk_->watch_data(path, [this, path](const std::optional<std::string>& d, const zk::Stat&) { on_data(path, d); });
+    std::shared_ptr<zk::Watch> cw;
+    if (container)
+        cw = zk_->watch_children(path, [this, path](const std::optional<std::vector<std::string>>& k) { on_children(path, k); });
+    watch_count_ += container ? 2 : 1;
+    std::unique_lock l(m_);
+    auto it = entries_.find(path);
+    if (it == entries_.end() || stopped_) {
+        l.unlock();
+        dw->cancel();
+        if (cw) cw->cancel();
+        watch_count_ -= container ? 2 : 1;
+        return;
+    }
+    it->second.data_watch = std::move(dw);
+    it->second.children_watch = std::move(cw);
+}
+
+void ClusterView::seen() {
+    if (pending_ > 0) --pending_;
+    if (pending_ == 0) ready_cv_.notify_all();
+}
+
+void ClusterView::bump(const std::string& path) {
+    ++gen_;
+    ++object_gen_[object_root(path)];
+}
+
+void ClusterView::on_data(const std::string& path, const std::optional<std::string>& data) {
+    std::unique_lock l(m_);
+    auto it = entries_.find(path);
+    if (it == entries_.end()) return;
+    Entry& e = it->second;
+    if (!e.data_seen) {
+        e.data_seen = true;
+        seen();
+    }
+    if (e.value == data) return;
+    e.value = data;
+    bump(path);
+}
+
+void ClusterView::erase_subtree(const std::string& path, std::vector<std::shared_ptr<zk::Watch>>& cancel) {
+    auto it = entries_.find(path);
+    if (it == entries_.end()) return;
+    std::vector<std::string> kids = it->second.children;
+    Entry& e = it->second;
+    if (!e.data_seen) seen();
+    if (e.container && !e.children_seen) seen();
+    if (e.data_watch) cancel.push_back(std::move(e.data_watch));
+    if (e.children_watch) cancel.push_back(std::move(e.children_watch));
+    entries_.erase(it);
+    for (const auto& k : kids) erase_subtree(path + "/" + k, cancel);
+}
+
+void ClusterView::on_children(const std::string& path, const std::optional<std::vector<std::string>>& kids_in) {
+    std::vector<std::string> kids = kids_in.value_or(std::vector<std::string>{});
+    std::sort(kids.begin(), kids.end());
+    std::vector<std::string> added;
+    std::vector<std::shared_ptr<zk::Watch>> cancel;
+    {
+        std::unique_lock l(m_);
+        auto it = entries_.find(path);
+        if (it == entries_.end() || stopped_) return;
+        Entry& e = it->second;
+        if (!e.children_seen) {
+            e.children_seen = true;
+            seen();
+        }
+        if (kids == e.children) return;
+        std::vector<std::string> removed;
+        std::set_difference(e.children.begin(), e.children.end(), kids.begin(), kids.end(), std::back_inserter(removed));
+        std::set_difference(kids.begin(), kids.end(), e.children.begin(), e.children.end(), std::back_inserter(added));
+        e.children = kids;
+        bump(path);
+        for (const auto& r : removed) {
+            erase_subtree(path + "/" + r, cancel);
+            bump(path + "/" + r);
+        }
+    }
+    watch_count_ -= cancel.size();
+    for (auto& w : cancel) w->cancel();
+    for (const auto& a : added) {
+        std::string child = path + "/" + a;
+        if (!is_excluded(child)) add(child);
+    }
+}
+
+std::optional<std::string> ClusterView::Reader::get(const std::string& path) const {
+    auto it = view_.entries_.find(path);
+    if (it == view_.entries_.end()) return std::nullopt;
+    return it->second.value;
+}
+
+bool ClusterView::Reader::exists(const std::string& path) const {
+    auto it = view_.entries_.find(path);
+    return it != view_.entries_.end() && it->second.value.has_value();
+}
+
+std::vector<std::string> ClusterView::Reader::children(const std::string& path) const {
+    auto it = view_.entries_.find(path);
+    if (it == view_.entries_.end()) return {};
+    return it->second.children;
+}
+
+uint64_t ClusterView::Reader::generation(const std::string& object_root) const {
+    auto it = view_.object_gen_.find(object_root);
+    return it == view_.object_gen_.end() ? 0 : it->second;
+}
+
+}  // namespace pvc::api

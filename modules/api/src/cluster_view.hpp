@@ -1,0 +1,94 @@
+// The API's view of the cluster: a mirror of the ZooKeeper subtrees the API
+// reads (/config, /nodes, /domains, /networks, /ceph), kept current by
+// kazoo-style watches, so no request and no scrape walks ZooKeeper. Logs
+// (/logs, a VM's consolelog) are not mirrored: those routes read their one
+// key when asked.
+//
+// Watches fire on the session's event thread; each callback updates the map
+// under a unique lock and arms the watches of new children. Readers take a
+// shared lock for the whole of one response (a consistent picture).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "pvc/zk.hpp"
+
+namespace pvc::api {
+
+class ClusterView {
+public:
+    explicit ClusterView(std::shared_ptr<zk::Session> zk);
+    ~ClusterView();
+    ClusterView(const ClusterView&) = delete;
+    ClusterView& operator=(const ClusterView&) = delete;
+
+    void start();
+    void stop();
+    // True once every watch armed so far has delivered its first value.
+    bool ready() const;
+    bool wait_ready(std::chrono::milliseconds timeout) const;
+    // znodes mirrored (values and children lists), watches armed.
+    size_t size() const;
+    size_t watches() const { return watch_count_.load(); }
+
+    class Reader {
+    public:
+        std::optional<std::string> get(const std::string& path) const;
+        std::string value(const std::string& path) const { return get(path).value_or(""); }
+        bool exists(const std::string& path) const;
+        // Children names (lock contenders left out), sorted.
+        std::vector<std::string> children(const std::string& path) const;
+        // Changes seen under /<a>/<b> (an object: /domains/<uuid>, /nodes/<n>) since start.
+        uint64_t generation(const std::string& object_root) const;
+        uint64_t generation() const { return view_.gen_; }
+
+    private:
+        friend class ClusterView;
+        Reader(const ClusterView& v) : view_(v), lock_(v.m_) {}
+        const ClusterView& view_;
+        std::shared_lock<std::shared_mutex> lock_;
+    };
+    Reader read() const { return Reader(*this); }
+
+private:
+    struct Entry {
+        std::optional<std::string> value;
+        std::vector<std::string> children;
+        bool container = false, data_seen = false, children_seen = false;
+        std::shared_ptr<zk::Watch> data_watch, children_watch;
+    };
+    void add(const std::string& path);
+    void on_data(const std::string& path, const std::optional<std::string>& data);
+    void on_children(const std::string& path, const std::optional<std::vector<std::string>>& kids);
+    void bump(const std::string& path);  // under m_
+    void erase_subtree(const std::string& path, std::vector<std::shared_ptr<zk::Watch>>& cancel);  // under m_
+    void seen();  // under m_: one pending first value arrived
+
+    std::shared_ptr<zk::Session> zk_;
+    mutable std::shared_mutex m_;
+    std::map<std::string, Entry> entries_;
+    std::map<std::string, uint64_t> object_gen_;
+    uint64_t gen_ = 0;
+    size_t pending_ = 0;
+    bool stopped_ = false;
+    std::atomic<size_t> watch_count_{0};
+    mutable std::mutex ready_m_;
+    mutable std::condition_variable ready_cv_;
+};
+
+// True for a path whose children the view mirrors (a container), false for a leaf.
+bool is_container(const std::string& path);
+// True for a path the view does not mirror (logs, console logs).
+bool is_excluded(const std::string& path);
+
+}  // namespace pvc::api

@@ -1,0 +1,1087 @@
+#include "routes.hpp"
+
+#include <algorithm>
+#include <regex>
+#include <thread>
+
+#include "pvc/client.hpp"
+#include "pvc/domain_xml.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/target.hpp"
+#include "request.hpp"
+
+namespace pvc::api {
+
+using schema::path;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct Api::Ctx {
+    const HttpRequest& req;
+    std::vector<std::string> args;  // the route's path arguments
+    Params params;
+    std::stop_token stop;
+    std::optional<std::string> p(std::string_view name) const { return params.get(name); }
+    bool flag(std::string_view name) const { return truthy(params.get(name)); }
+};
+
+namespace {
+
+const char* const not_found_url =
+    "The requested URL was not found on the server. If you entered the URL manually please check your spelling and "
+    "try again.";
+
+HttpResponse json_response(unsigned status, const Json& j) { return {status, "application/json", dump(j) + "\n", {}}; }
+HttpResponse message(unsigned status, const std::string& text) { return json_response(status, Json{{"message", text}}); }
+HttpResponse param_error(const std::string& name, const std::string& text) {
+    return json_response(400, Json{{"message", Json{{name, text}}}});
+}
+HttpResponse text_response(unsigned status, std::string body) {
+    return {status, "text/plain; charset=utf-8", std::move(body), {}};
+}
+
+// The API layer's " -> ' replacement of action messages (api.md §1.5).
+std::string quoted(std::string s) {
+    std::replace(s.begin(), s.end(), '"', '\'');
+    return s;
+}
+
+const char* const missing = "Missing required parameter in the query string or the post body";
+
+struct Param {
+    const char* name;
+    bool required = false;
+    std::vector<std::string> choices = {};
+    const char* help = nullptr;
+};
+
+struct Route {
+    std::vector<std::string> pattern;  // ":x" = an argument
+    std::string method;
+    Api::Fn fn;
+    std::vector<Param> params;
+    bool open = false;  // no authentication
+};
+
+// Regex matching of `limit` (api.md §1.6).
+struct Limit {
+    std::optional<std::regex> re;
+    std::string error;
+};
+Limit compile(const std::string& limit, bool fuzzy) {
+    Limit l;
+    std::string pattern = limit;
+    if (fuzzy) {
+        if (pattern.empty() || pattern.front() != '^') pattern = ".*" + pattern;
+        else pattern = pattern.substr(1);
+        if (pattern.empty() || pattern.back() != '$') pattern += ".*";
+        else pattern.pop_back();
+    }
+    if (limit.size() > 1024) {
+        l.error = "pattern too long";
+        return l;
+    }
+    try {
+        l.re.emplace(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+        l.error = e.what();
+    }
+    return l;
+}
+bool full_match(const Limit& l, const std::string& s) {
+    try {
+        return l.re && std::regex_match(s, *l.re);
+    } catch (const std::regex_error&) {
+        return false;  // too complex for the matcher
+    }
+}
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::vector<std::string> last_lines(const std::string& text, long long lines) {
+    std::vector<std::string> all;
+    size_t pos = 0;
+    while (true) {
+        size_t n = text.find('\n', pos);
+        all.push_back(text.substr(pos, n == std::string::npos ? std::string::npos : n - pos));
+        if (n == std::string::npos) break;
+        pos = n + 1;
+    }
+    if (lines > 0 && static_cast<size_t>(lines) < all.size()) all.erase(all.begin(), all.end() - lines);
+    return all;
+}
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+    return out;
+}
+
+const std::vector<std::string> kSelectors = {"mem", "memprov", "vcpus", "load", "vms", "none"};
+const std::vector<std::string> kMethods = {"live", "shutdown", "none"};
+
+const std::vector<Route>& routes() {
+    static const std::vector<Route> r = {
+        {{}, "GET", &Api::root, {}, true},
+        {{"status"}, "GET", &Api::status_get, {}},
+        {{"status"}, "POST", &Api::status_post, {{"state", true, {"true", "false"}, "A valid state must be specified."}}},
+        {{"status", "primary_node"}, "GET", &Api::primary_node, {}, true},
+        {{"node"}, "GET", &Api::node_list, {{"limit"}, {"daemon_state"}, {"coordinator_state"}, {"domain_state"}}},
+        {{"node", ":node"}, "GET", &Api::node_get, {}},
+        {{"node", ":node", "daemon-state"}, "GET", &Api::node_state_get, {}},
+        {{"node", ":node", "coordinator-state"}, "GET", &Api::node_state_get, {}},
+        {{"node", ":node", "coordinator-state"}, "POST", &Api::node_coordinator_post,
+         {{"state", true, {"primary", "secondary"}, "A valid state must be specified"}}},
+        {{"node", ":node", "domain-state"}, "GET", &Api::node_state_get, {}},
+        {{"node", ":node", "domain-state"}, "POST", &Api::node_domain_post,
+         {{"state", true, {"ready", "flush"}, "A valid state must be specified"}, {"wait"}}},
+        {{"node", ":node", "log"}, "GET", &Api::node_log, {{"lines"}}},
+        {{"vm"}, "GET", &Api::vm_list, {{"limit"}, {"node"}, {"state"}, {"tag"}, {"negate"}}},
+        {{"vm"}, "POST", &Api::vm_define,
+         {{"xml", true, {}, "A Libvirt XML document must be specified"}, {"node"}, {"limit"},
+          {"selector", false, kSelectors, "A valid selector must be specified"}, {"autostart"},
+          {"migration_method", false, kMethods, "A valid migration_method must be specified"}, {"user_tags"},
+          {"protected_tags"}}},
+        {{"vm", ":vm"}, "GET", &Api::vm_get, {}},
+        {{"vm", ":vm"}, "POST", &Api::vm_define,
+         {{"xml", true, {}, "A Libvirt XML document must be specified"}, {"node"}, {"limit"},
+          {"selector", false, kSelectors, "A valid selector must be specified"}, {"autostart"},
+          {"migration_method", false, kMethods, "A valid migration_method must be specified"}, {"user_tags"},
+          {"protected_tags"}}},
+        {{"vm", ":vm"}, "PUT", &Api::vm_modify, {{"xml", true, {}, "A Libvirt XML document must be specified"}, {"restart"}}},
+        {{"vm", ":vm"}, "DELETE", &Api::vm_delete, {{"delete_disks"}}},
+        {{"vm", ":vm", "state"}, "GET", &Api::vm_state_get, {}},
+        {{"vm", ":vm", "state"}, "POST", &Api::vm_state_post,
+         {{"state", true, {"start", "shutdown", "stop", "restart", "disable"}, "A valid state must be specified"},
+          {"force"}, {"wait"}}},
+        {{"vm", ":vm", "node"}, "GET", &Api::vm_node_get, {}},
+        {{"vm", ":vm", "node"}, "POST", &Api::vm_node_post,
+         {{"action", true, {"migrate", "unmigrate", "move"}, "A valid action must be specified"}, {"node"}, {"force"},
+          {"wait"}, {"force_live"}}},
+        {{"vm", ":vm", "meta"}, "GET", &Api::vm_meta_get, {}},
+        {{"vm", ":vm", "meta"}, "POST", &Api::vm_meta_post,
+         {{"limit"}, {"selector", false, kSelectors, "A valid selector must be specified"}, {"autostart"}, {"profile"},
+          {"migration_method", false, kMethods, "A valid migration_method must be specified"}}},
+        {{"vm", ":vm", "tags"}, "GET", &Api::vm_tags_get, {}},
+        {{"vm", ":vm", "tags"}, "POST", &Api::vm_tags_post, {{"action"}, {"tag"}, {"protected"}}},
+        {{"vm", ":vm", "console"}, "GET", &Api::vm_console, {{"lines"}}},
+        {{"vm", ":vm", "locks"}, "POST", &Api::vm_locks, {}},
+        {{"network"}, "GET", &Api::network_list, {{"limit"}}},
+        {{"network", ":vni"}, "GET", &Api::network_get, {}},
+        {{"network", ":vni", "lease"}, "GET", &Api::lease_list, {{"limit"}, {"static"}}},
+        {{"network", ":vni", "lease", ":mac"}, "GET", &Api::lease_get, {}},
+        {{"network", ":vni", "acl"}, "GET", &Api::acl_list,
+         {{"limit"}, {"direction", false, {"in", "out"}, "A valid direction must be specified."}}},
+        {{"network", ":vni", "acl", ":description"}, "GET", &Api::acl_get, {}},
+        {{"storage", "ceph", "status"}, "GET", &Api::ceph_status, {}},
+        {{"storage", "ceph", "utilization"}, "GET", &Api::ceph_util, {}},
+        {{"storage", "ceph", "osd"}, "GET", &Api::osd_list, {{"limit"}}},
+        {{"storage", "ceph", "osd", ":osd"}, "GET", &Api::osd_get, {}},
+        {{"storage", "ceph", "pool"}, "GET", &Api::pool_list, {{"limit"}}},
+        {{"storage", "ceph", "pool", ":pool"}, "GET", &Api::pool_get, {}},
+        {{"storage", "ceph", "volume"}, "GET", &Api::volume_list, {{"limit"}, {"pool"}}},
+        {{"storage", "ceph", "volume", ":pool", ":volume"}, "GET", &Api::volume_get, {}},
+        {{"storage", "ceph", "snapshot"}, "GET", &Api::snapshot_list, {{"pool"}, {"volume"}, {"limit"}}},
+        {{"metrics"}, "GET", &Api::metrics_all, {}, true},
+        {{"metrics", "health"}, "GET", &Api::metrics_health, {}, true},
+        {{"metrics", "resource"}, "GET", &Api::metrics_resource, {}, true},
+        {{"metrics", "ceph"}, "GET", &Api::metrics_ceph, {}, true},
+        {{"metrics", "zookeeper"}, "GET", &Api::metrics_zookeeper, {}, true},
+        {{"metrics", "daemon"}, "GET", &Api::metrics_daemon, {}, true},
+    };
+    return r;
+}
+
+bool match(const std::vector<std::string>& pattern, const std::vector<std::string>& segs, std::vector<std::string>& args) {
+    if (pattern.size() != segs.size()) return false;
+    std::vector<std::string> a;
+    for (size_t i = 0; i < segs.size(); ++i) {
+        if (!pattern[i].empty() && pattern[i][0] == ':') {
+            // A segment holding '/' (sent as %2F) cannot be a name (§1.5).
+            if (segs[i].empty() || segs[i].find('/') != std::string::npos) return false;
+            a.push_back(segs[i]);
+        } else if (pattern[i] != segs[i]) {
+            return false;
+        }
+    }
+    args = std::move(a);
+    return true;
+}
+
+}  // namespace
+
+Api::Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures)
+    : zk_(std::move(zk)), view_(view), settings_(std::move(settings)), log_(std::move(log)), figures_(figures) {}
+
+HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
+    Target t = parse_target(req.target);
+    if (!t.under_api) return message(404, not_found_url);
+    const Route* route = nullptr;
+    bool path_known = false;
+    std::vector<std::string> args;
+    for (const auto& r : routes()) {
+        if (!match(r.pattern, t.segments, args)) continue;
+        path_known = true;
+        if (r.method == req.method || (req.method == "HEAD" && r.method == "GET")) {
+            route = &r;
+            break;
+        }
+    }
+    if (!route) return path_known ? message(405, "The method is not allowed for the requested URL.") : message(404, not_found_url);
+
+    // §1.2: X-Api-Key, compared exactly; never logged.
+    if (!route->open && settings_.auth_enabled) {
+        if (!req.api_key) return message(401, "X-Api-Key Authentication required.");
+        bool ok = false;
+        for (const auto& tok : settings_.tokens) ok = ok || (!tok.token.empty() && tok.token == *req.api_key);
+        if (!ok) return message(401, "X-Api-Key Authentication failed.");
+    }
+
+    Ctx c{req, std::move(args), {}, stop};
+    c.params.parse(t.query);
+    if (lower(req.content_type).rfind("application/x-www-form-urlencoded", 0) == 0) c.params.parse(req.body);
+    // Parameters: unknown ones refused (nothing is written), required ones
+    // present, choices exact (§1.4).
+    for (const auto& [k, v] : c.params.pairs()) {
+        bool known = false;
+        for (const auto& p : route->params) known = known || k == p.name;
+        if (!known) return param_error(k, "Unknown parameter");
+    }
+    for (const auto& p : route->params) {
+        auto v = c.params.get(p.name);
+        if (!v) {
+            if (p.required) return param_error(p.name, p.help ? p.help : missing);
+            continue;
+        }
+        if (!p.choices.empty() && std::find(p.choices.begin(), p.choices.end(), *v) == p.choices.end())
+            return param_error(p.name, p.help ? p.help : missing);
+    }
+    if (!view_.wait_ready(10s)) return message(503, "The cluster view is not loaded yet; try again");
+    return (this->*(route->fn))(c);
+}
+
+std::string Api::read_key(const std::string& p) { return zk_->get(p).value_or(""); }
+
+void Api::settle(const std::string& p, const std::optional<std::string>& value) {
+    auto until = Clock::now() + 2s;
+    while (Clock::now() < until) {
+        {
+            auto r = view_.read();
+            if (value ? r.get(p) == value : !r.exists(p)) return;
+        }
+        std::this_thread::sleep_for(5ms);
+    }
+}
+
+// ---------------------------------------------------------------- cluster
+
+HttpResponse Api::root(Ctx&) { return message(200, "PVC API version 1.0"); }
+
+HttpResponse Api::status_get(Ctx&) {
+    auto r = view_.read();
+    return json_response(200, cluster_status(r, vms_));
+}
+
+HttpResponse Api::status_post(Ctx& c) {
+    std::string want = *c.p("state");
+    if (read_key(path("base.config.maintenance")) == want)
+        return message(200, want == "true" ? "Cluster is already in maintenance mode" : "Cluster is already in normal mode");
+    if (!client::set_maintenance(*zk_, want == "true")) return message(500, "Internal Server Error");
+    settle(path("base.config.maintenance"), want);
+    return message(200, want == "true" ? "Successfully set cluster in maintenance mode"
+                                       : "Successfully set cluster in normal mode");
+}
+
+HttpResponse Api::primary_node(Ctx&) {
+    auto r = view_.read();
+    std::string p = r.value(path("base.config.primary_node"));
+    if (p.empty() || p == "none") return {204, "application/json", "", {}};
+    return json_response(200, Json{{"primary_node", p}});
+}
+
+// ---------------------------------------------------------------- nodes
+
+HttpResponse Api::node_list(Ctx& c) {
+    auto limit = c.p("limit");
+    Limit l;
+    if (limit && !limit->empty()) {
+        l = compile(*limit, true);
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    auto r = view_.read();
+    Json out = Json::array();
+    for (const auto& n : r.children(path("base.node"))) {
+        if (l.re && !full_match(l, n)) continue;
+        Json o = node_object(r, n);
+        bool any = false, keep = false;
+        for (const char* f : {"daemon_state", "coordinator_state", "domain_state"}) {
+            auto v = c.p(f);
+            if (!v || v->empty()) continue;
+            any = true;
+            keep = keep || o[f] == *v;
+        }
+        if (any && !keep) continue;
+        out.push_back(std::move(o));
+    }
+    if (out.empty()) return message(404, "Node not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::node_get(Ctx& c) {
+    Limit l = compile(c.args[0], false);
+    if (!l.re) return message(400, "Regex Error: " + l.error);
+    auto r = view_.read();
+    Json out = Json::array();
+    for (const auto& n : r.children(path("base.node")))
+        if (full_match(l, n)) out.push_back(node_object(r, n));
+    if (out.empty()) return message(404, "Node not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::node_state_get(Ctx& c) {
+    const std::string& n = c.args[0];
+    auto segs = parse_target(c.req.target).segments;
+    std::string which = segs.back();
+    auto r = view_.read();
+    if (!r.exists(path("node.name", {n}))) return message(404, "Node not found.");
+    if (which == "daemon-state") return json_response(200, Json{{"name", n}, {"daemon_state", r.value(path("node.state.daemon", {n}))}});
+    if (which == "coordinator-state")
+        return json_response(200, Json{{"name", n}, {"coordinator_state", r.value(path("node.state.router", {n}))}});
+    return json_response(200, Json{{"name", n}, {"domain_state", r.value(path("node.state.domain", {n}))}});
+}
+
+HttpResponse Api::node_coordinator_post(Ctx& c) {
+    const std::string& n = c.args[0];
+    std::string want = *c.p("state");
+    if (!zk_->exists(path("node.name", {n})))
+        return message(400, "ERROR: No node named " + n + " is present in the cluster.");
+    if (read_key(path("node.mode", {n})) == "hypervisor")
+        return message(400, "ERROR: Cannot change coordinator state on non-coordinator node " + n);
+    if (read_key(path("node.state.daemon", {n})) != "run") return message(400, "ERROR: Node " + n + " is not active");
+    if (read_key(path("node.state.router", {n})) == want)
+        return message(200, "Node " + n + " is already in " + want + " coordinator state.");
+    if (!client::request_router_state(*zk_, n, want == "primary")) return message(500, "Internal Server Error");
+    return message(200, "Setting node " + n + " in " + want + " coordinator state.");
+}
+
+HttpResponse Api::node_domain_post(Ctx& c) {
+    const std::string& n = c.args[0];
+    if (!zk_->exists(path("node.name", {n})))
+        return message(400, "ERROR: No node named " + n + " is present in the cluster.");
+    bool flush = *c.p("state") == "flush";
+    const std::string key = path("node.state.domain", {n});
+    std::string current = read_key(key);
+    if (flush && current == "flushed") return message(200, "Node " + n + " is already flushed.");
+    if (!flush && current == "ready") return message(200, "Node " + n + " is already ready.");
+    std::string request = flush ? "flush" : "unflush";
+    if (!client::set_node_domain_state(*zk_, n, request)) return message(500, "Internal Server Error");
+    settle(key, request);
+    if (!c.flag("wait"))
+        return message(200, flush ? "Removing node " + n + " from active service." : "Restoring node " + n + " to active service.");
+    while (!c.stop.stop_requested() && read_key(key) == request) std::this_thread::sleep_for(1s);
+    return message(200, flush ? "Removed node " + n + " from active service." : "Restored node " + n + " to active service.");
+}
+
+HttpResponse Api::node_log(Ctx& c) {
+    const std::string& n = c.args[0];
+    long long lines = 10;
+    if (auto l = c.p("lines")) {
+        auto v = to_int(*l);
+        if (!v) return param_error("lines", "lines must be an integer");
+        lines = *v;
+    }
+    if (!zk_->exists(path("node.name", {n})))
+        return message(400, "ERROR: No node named " + n + " is present in the cluster.");
+    std::string text = read_key(path("logs.messages", {n}));
+    return json_response(200, Json{{"name", n}, {"data", join(last_lines(text, lines), "\n")}});
+}
+
+// ---------------------------------------------------------------- VMs
+
+std::optional<std::string> Api::find_vm(const std::string& id) {
+    {
+        auto r = view_.read();
+        if (is_uuid(id) && r.exists(path("domain.name", {lower(id)}))) return lower(id);
+        for (const auto& u : r.children(path("base.domain")))
+            if (r.value(path("domain.name", {u})) == id) return u;
+    }
+    // Not in the view: one that was just defined may be on its way.
+    if (is_uuid(id) && zk_->exists(path("domain.name", {lower(id)}))) return lower(id);
+    return std::nullopt;
+}
+
+HttpResponse Api::lists_vms(Ctx& c, const std::optional<std::string>& limit, bool exact) {
+    Limit l;
+    std::optional<std::string> uuid_limit;
+    if (limit && !limit->empty()) {
+        if (is_uuid(*limit)) {
+            uuid_limit = lower(*limit);
+        } else {
+            l = compile(*limit, !exact);
+            if (!l.re) return message(400, "Regex Error: " + l.error);
+        }
+    }
+    auto r = view_.read();
+    auto node = c.p("node"), state = c.p("state"), tag = c.p("tag");
+    bool negate = c.flag("negate");
+    if (!exact) {
+        if (node && !r.exists(path("node.name", {*node})))
+            return message(400, "Specified node \"" + *node + "\" is invalid.");
+        static const std::vector<std::string> states = {"start", "restart", "shutdown", "stop", "disable",
+                                                        "fail", "migrate", "unmigrate", "provision"};
+        if (state && std::find(states.begin(), states.end(), *state) == states.end())
+            return message(400, "VM state \"" + *state + "\" is not valid.");
+    }
+    std::vector<std::pair<std::string, std::string>> picked;  // (name, uuid)
+    for (const auto& u : r.children(path("base.domain"))) {
+        std::string name = r.value(path("domain.name", {u}));
+        if (uuid_limit && *uuid_limit != u && *uuid_limit != name) continue;
+        if (l.re && !full_match(l, name)) continue;
+        if (!exact) {
+            if (tag) {
+                auto tags = r.children(path("domain.meta.tags", {u}));
+                bool has = std::find(tags.begin(), tags.end(), *tag) != tags.end();
+                if (has == negate) continue;
+            }
+            if (node && (r.value(path("domain.node", {u})) == *node) == negate) continue;
+            if (state && (r.value(path("domain.state", {u})) == *state) == negate) continue;
+        }
+        picked.emplace_back(name, u);
+    }
+    std::sort(picked.begin(), picked.end());
+    std::string body = "[";
+    bool any = false;
+    for (const auto& [name, u] : picked) {
+        std::string text = vms_.get(r, u);
+        if (text.empty()) continue;  // cannot be read (Q17)
+        if (any) body += ", ";
+        body += text;
+        any = true;
+    }
+    if (!any) return message(404, "VM not found.");
+    return {200, "application/json", body + "]\n", {}};
+}
+
+HttpResponse Api::vm_list(Ctx& c) { return lists_vms(c, c.p("limit"), false); }
+HttpResponse Api::vm_get(Ctx& c) { return lists_vms(c, c.args[0], true); }
+
+std::optional<std::string> Api::choose_target(const std::string& node_limit, const std::string& selector,
+                                              const std::string& current) {
+    auto r = view_.read();
+    std::vector<target::NodeFigures> nodes;
+    for (const auto& n : r.children(path("base.node"))) {
+        target::NodeFigures f;
+        f.name = n;
+        f.daemon_state = r.value(path("node.state.daemon", {n}));
+        f.domain_state = r.value(path("node.state.domain", {n}));
+        auto l = [&](std::string_view k) -> std::optional<long> {
+            if (auto v = to_int(r.value(path(k, {n})))) return static_cast<long>(*v);
+            return std::nullopt;
+        };
+        f.memfree = l("node.memory.free");
+        f.memused = l("node.memory.used");
+        f.memprov = l("node.memory.provisioned");
+        f.vcpualloc = l("node.vcpu.allocated");
+        f.domainscount = l("node.count.provisioned_domains");
+        auto load = r.get(path("node.cpu.load", {n}));
+        if (load && !load->empty()) f.cpuload = to_float(*load);
+        nodes.push_back(std::move(f));
+    }
+    target::Request req;
+    if (!node_limit.empty()) req.node_limit = node_limit;
+    if (!selector.empty()) req.node_selector = selector;
+    req.cluster_selector = r.value(path("base.config.migration_target_selector"));
+    req.current_node = current;
+    return target::choose(nodes, req);
+}
+
+namespace {
+// Memory and vCPU admission of the reference (define, modify).
+std::optional<std::string> admission(const Reader& r, const DomainXml& x, const std::string& node, const std::string& what) {
+    long long memory = x.memory_kib ? static_cast<long long>(*x.memory_kib / 1024) : 0;
+    long long total = to_int(r.value(path("node.memory.total", {node}))).value_or(0);
+    if (memory >= total)
+        return "ERROR: " + what + " specifies more memory (" + std::to_string(memory) + " MiB) than node '" + node +
+               "' has available (" + std::to_string(total) + " MiB).";
+    std::string st = r.value(path("node.data.static", {node}));
+    long long cpus = to_int(st.substr(0, st.find(' '))).value_or(0);
+    if (cpus - 2 <= x.vcpus.value_or(0))
+        return "ERROR: " + what + " specifies more vCPUs (" + std::to_string(x.vcpus.value_or(0)) + ") than node '" + node +
+               "' has available (" + std::to_string(cpus) + " minus 2).";
+    return std::nullopt;
+}
+}  // namespace
+
+HttpResponse Api::vm_define(Ctx& c) {
+    std::string xml = *c.p("xml");
+    DomainXml x;
+    try {
+        x = parse_domain_xml(xml);
+    } catch (const DomainXmlError& e) {
+        return message(400, quoted(std::string("XML is malformed or incorrect: ") + e.what()));
+    }
+    if (!x.uuid || !is_uuid(*x.uuid)) return message(400, "XML is malformed or incorrect: no valid <uuid> element");
+    if (!client::is_safe_name(x.name)) return message(400, "XML is malformed or incorrect: no valid <name> element");
+    if (!x.memory_kib || !x.vcpus) return message(400, "XML is malformed or incorrect: no valid <memory> or <vcpu> element");
+    std::string uuid = lower(*x.uuid);
+    auto user_tags = c.params.all("user_tags"), protected_tags = c.params.all("protected_tags");
+    for (const auto& t : user_tags)
+        if (!client::is_safe_name(t)) return param_error("user_tags", "Invalid tag name");
+    for (const auto& t : protected_tags)
+        if (!client::is_safe_name(t)) return param_error("protected_tags", "Invalid tag name");
+    if (zk_->exists(path("domain.name", {uuid})) || find_vm(x.name))
+        return message(400, "ERROR: Specified VM '" + x.name + "' or UUID '" + uuid + "' matches an existing VM on the cluster");
+    std::string node = c.p("node").value_or("");
+    {
+        auto r = view_.read();
+        if (!node.empty() && !r.exists(path("node.name", {node})))
+            return message(400, "ERROR: Specified node '" + node + "' is invalid.");
+    }
+    std::string selector = c.p("selector").value_or("");
+    if (node.empty()) {
+        auto t = choose_target("", selector == "none" ? "" : selector, "");
+        if (!t) return message(400, "ERROR: Could not find a valid target node for VM '" + x.name + "'.");
+        node = *t;
+    }
+    {
+        auto r = view_.read();
+        if (auto refused = admission(r, x, node, "VM configuration")) return message(400, *refused);
+    }
+    client::VmDefinition def;
+    def.uuid = uuid;
+    def.name = x.name;
+    def.xml = xml;
+    def.node = node;
+    def.rbd_list = x.rbd_list();
+    def.autostart = c.flag("autostart");
+    def.migrate_method = lower(c.p("migration_method").value_or("none"));
+    def.node_selector = lower(selector.empty() ? "none" : selector);
+    for (const auto& t : user_tags) def.tags.emplace_back(t, false);
+    for (const auto& t : protected_tags) def.tags.emplace_back(t, true);
+    auto t0 = Clock::now();
+    if (!client::define_vm(*zk_, def)) return message(500, "Internal Server Error");
+    figures_.vm_action("define", std::chrono::duration<double>(Clock::now() - t0).count());
+    // Read-your-writes: the view holds every key of the new VM before the answer.
+    for (const auto& [k, v] : client::vm_define_keys(def)) settle(k, v);
+    for (const auto& [t, prot] : def.tags) settle(path("tag.protected", {uuid, t}), zk::py_bool(prot));
+    return message(200, "Added new VM with Name '" + x.name + "' and UUID '" + uuid + "' to database.");
+}
+
+HttpResponse Api::vm_modify(Ctx& c) {
+    const std::string& vm = c.args[0];
+    auto u = find_vm(vm);
+    if (!u) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
+    std::string xml = *c.p("xml");
+    DomainXml x;
+    try {
+        x = parse_domain_xml(xml);
+    } catch (const DomainXmlError& e) {
+        return message(400, quoted(std::string("XML is malformed or incorrect: ") + e.what()));
+    }
+    if (!x.memory_kib || !x.vcpus) return message(400, "XML is malformed or incorrect: no valid <memory> or <vcpu> element");
+    std::string name = read_key(path("domain.name", {*u}));
+    {
+        auto r = view_.read();
+        if (auto refused = admission(r, x, r.value(path("domain.node", {*u})), "Updated VM configuration"))
+            return message(400, *refused);
+    }
+    if (!client::write_vm_xml(*zk_, *u, name, x.rbd_list(), xml)) return message(500, "Internal Server Error");
+    if (c.flag("restart")) {
+        auto t0 = Clock::now();
+        if (!client::change_vm_state(zk_, *u, "restart")) return message(500, "Internal Server Error");
+        figures_.vm_action("restart", std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    settle(path("domain.xml", {*u}), xml);
+    return message(200, "Successfully modified configuration of VM '" + vm + "'.");
+}
+
+HttpResponse Api::vm_delete(Ctx& c) {
+    const std::string& vm = c.args[0];
+    auto u = find_vm(vm);
+    if (!u) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
+    bool disks = c.flag("delete_disks");
+    if (disks && !read_key(path("domain.storage.volumes", {*u})).empty())
+        return message(400, "ERROR: Removing a VM's RBD volumes is not supported by this API; undefine VM '" + vm +
+                                "' and remove its volumes with Ceph's tools.");
+    auto t0 = Clock::now();
+    if (!client::undefine_vm(zk_, *u, disks ? 1000ms : 0ms)) return message(500, "Internal Server Error");
+    figures_.vm_action("remove", std::chrono::duration<double>(Clock::now() - t0).count());
+    settle(path("domain.name", {*u}), std::nullopt);
+    return message(200, disks ? "Removed VM '" + vm + "' and its disks from the cluster."
+                              : "Undefined VM '" + vm + "' from the cluster.");
+}
+
+HttpResponse Api::vm_state_get(Ctx& c) {
+    auto u = find_vm(c.args[0]);
+    if (!u) return message(404, "VM not found.");
+    auto r = view_.read();
+    return json_response(200, Json{{"name", c.args[0]}, {"state", r.value(path("domain.state", {*u}))}});
+}
+
+HttpResponse Api::vm_state_post(Ctx& c) {
+    const std::string& vm = c.args[0];
+    auto u = find_vm(vm);
+    if (!u) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
+    return set_vm_state(c, *u);
+}
+
+HttpResponse Api::set_vm_state(Ctx& c, const std::string& u) {
+    const std::string& vm = c.args[0];
+    std::string want = *c.p("state");
+    const std::string key = path("domain.state", {u});
+    std::string current = read_key(key);
+    auto t0 = Clock::now();
+    auto write = [&](const std::string& s) {
+        bool ok = client::change_vm_state(zk_, u, s);
+        figures_.vm_action(s, std::chrono::duration<double>(Clock::now() - t0).count());
+        return ok;
+    };
+    auto poll_while = [&](const std::string& s) {
+        while (!c.stop.stop_requested() && read_key(key) == s) std::this_thread::sleep_for(500ms);
+    };
+    if (want == "start") {
+        if (!write("start")) return message(500, "Internal Server Error");
+        return message(200, "Starting VM '" + vm + "'.");
+    }
+    if (want == "stop") {
+        if (!write("stop")) return message(500, "Internal Server Error");
+        return message(200, "Forcibly stopping VM '" + vm + "'.");
+    }
+    if (want == "restart" || want == "shutdown") {
+        if (current != "start") return message(400, "ERROR: VM '" + vm + "' is not in 'start' state!");
+        if (!write(want)) return message(500, "Internal Server Error");
+        bool restart = want == "restart";
+        if (!c.flag("wait")) return message(200, restart ? "Restarting VM '" + vm + "'." : "Shutting down VM '" + vm + "'");
+        poll_while(want);
+        return message(200, restart ? "Restarted VM '" + vm + "'" : "Shut down VM '" + vm + "'");
+    }
+    // disable
+    if (current == "start") {
+        if (c.flag("force")) {
+            if (!write("stop")) return message(500, "Internal Server Error");
+            std::this_thread::sleep_for(500ms);
+        } else {
+            if (!write("shutdown")) return message(500, "Internal Server Error");
+            while (!c.stop.stop_requested() && read_key(key) != "stop") std::this_thread::sleep_for(500ms);
+            if (c.stop.stop_requested()) return message(503, "The API is stopping on this node; the VM is shutting down");
+        }
+    }
+    if (!write("disable")) return message(500, "Internal Server Error");
+    return message(200, "Disabled VM '" + vm + "'.");
+}
+
+HttpResponse Api::vm_node_get(Ctx& c) {
+    auto u = find_vm(c.args[0]);
+    if (!u) return message(404, "VM not found.");
+    auto r = view_.read();
+    return json_response(200, Json{{"name", c.args[0]},
+                                   {"node", r.value(path("domain.node", {*u}))},
+                                   {"last_node", r.value(path("domain.last_node", {*u}))}});
+}
+
+HttpResponse Api::vm_node_post(Ctx& c) {
+    const std::string& vm = c.args[0];
+    auto found = find_vm(vm);
+    if (!found) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
+    const std::string u = *found;
+    std::string action = *c.p("action");
+    std::string state = read_key(path("domain.state", {u}));
+    std::string cur = read_key(path("domain.node", {u}));
+    std::string last = read_key(path("domain.last_node", {u}));
+    std::string ts = state != "start" ? state : (c.flag("force_live") ? "migrate-live" : "migrate");
+    bool force = c.flag("force");
+    std::string target, new_last;
+    if (action == "unmigrate") {
+        if (last.empty()) return message(400, "ERROR: VM '" + vm + "' has not been previously migrated.");
+        target = last;
+    } else {
+        if (action == "migrate" && !last.empty() && !force)
+            return message(400, "ERROR: VM '" + vm + "' has been previously migrated.");
+        if (auto n = c.p("node"); n && !n->empty()) {
+            if (!zk_->exists(path("node.name", {*n}))) return message(400, "ERROR: Specified node '" + *n + "' is invalid.");
+            std::string limit = read_key(path("domain.meta.node_limit", {u}));
+            if (!limit.empty()) {
+                bool allowed = false;
+                size_t pos = 0;
+                while (pos <= limit.size()) {
+                    size_t e = limit.find(',', pos);
+                    if (e == std::string::npos) e = limit.size();
+                    allowed = allowed || limit.substr(pos, e - pos) == *n;
+                    pos = e + 1;
+                }
+                if (!allowed)
+                    return message(400, "ERROR: Specified node '" + *n + "' is not in the allowed list of nodes for VM '" + vm + "'.");
+            }
+            target = *n;
+        } else {
+            auto t = target::find_target(*zk_, u);
+            if (!t) return message(400, "ERROR: Could not find a valid migration target for VM '" + vm + "'.");
+            target = *t;
+        }
+        if (target == cur) {
+            if (action == "move" && !last.empty()) {
+                if (!zk_->write(path("domain.last_node", {u}), "")) return message(500, "Internal Server Error");
+                return message(200, "Making temporary migration permanent for VM '" + vm + "'.");
+            }
+            return message(400, "ERROR: VM '" + vm + "' is already running on node '" + cur + "'.");
+        }
+        new_last = action == "migrate" ? ((!last.empty() && force) ? last : cur) : "";
+    }
+    auto t0 = Clock::now();
+    if (!client::relocate_vm(zk_, u, ts, target, new_last)) return message(500, "Internal Server Error");
+    figures_.vm_action(action, std::chrono::duration<double>(Clock::now() - t0).count());
+    bool wait = c.flag("wait");
+    if (wait)
+        while (!c.stop.stop_requested() && read_key(path("domain.state", {u})) == ts) std::this_thread::sleep_for(500ms);
+    if (action == "move")
+        return message(200, (wait ? "Permanently migrated VM '" : "Permanently migrating VM '") + vm + "' to node '" + target +
+                                (wait ? "'" : "'."));
+    if (action == "migrate")
+        return message(200, (wait ? "Migrated VM '" : "Migrating VM '") + vm + "' to node '" + target + (wait ? "'" : "'."));
+    return message(200, (wait ? "Unmigrated VM '" : "Unmigrating VM '") + vm + "' back to node '" + target + (wait ? "'" : "'."));
+}
+
+HttpResponse Api::vm_meta_get(Ctx& c) {
+    auto u = find_vm(c.args[0]);
+    if (!u) return message(404, "VM not found.");
+    auto r = view_.read();
+    std::string limit = r.value(path("domain.meta.node_limit", {*u}));
+    Json nl = nullptr;
+    if (!limit.empty()) {
+        nl = Json::array();
+        size_t pos = 0;
+        while (pos <= limit.size()) {
+            size_t e = limit.find(',', pos);
+            if (e == std::string::npos) e = limit.size();
+            nl.push_back(limit.substr(pos, e - pos));
+            pos = e + 1;
+        }
+    }
+    std::string autostart = r.value(path("domain.meta.autostart", {*u}));
+    return json_response(200, Json{{"name", c.args[0]},
+                                   {"node_limit", nl},
+                                   {"node_selector", lower(r.value(path("domain.meta.node_selector", {*u})))},
+                                   {"node_autostart", autostart.empty() ? Json(nullptr) : Json(autostart)},
+                                   {"migration_method", lower(r.value(path("domain.meta.migrate_method", {*u})))}});
+}
+
+HttpResponse Api::vm_meta_post(Ctx& c) {
+    const std::string& vm = c.args[0];
+    auto u = find_vm(vm);
+    if (!u) return message(404, "VM not found.");
+    std::vector<zk::KeyValue> kvs;
+    if (auto v = c.p("limit")) kvs.emplace_back(path("domain.meta.node_limit", {*u}), *v);
+    if (auto v = c.p("selector")) kvs.emplace_back(path("domain.meta.node_selector", {*u}), lower(*v));
+    if (auto v = c.p("autostart")) kvs.emplace_back(path("domain.meta.autostart", {*u}), zk::py_bool(truthy(v)));
+    if (auto v = c.p("profile")) kvs.emplace_back(path("domain.profile", {*u}), *v);
+    if (auto v = c.p("migration_method")) kvs.emplace_back(path("domain.meta.migrate_method", {*u}), lower(*v));
+    if (kvs.empty()) return message(400, "ERROR: No updates to apply.");
+    if (!zk_->write(kvs)) return message(500, "Internal Server Error");
+    settle(kvs.back().first, kvs.back().second);
+    return message(200, "Successfully modified PVC metadata of VM '" + vm + "'.");
+}
+
+HttpResponse Api::vm_tags_get(Ctx& c) {
+    auto u = find_vm(c.args[0]);
+    if (!u) return message(404, "VM not found.");
+    auto r = view_.read();
+    Json tags = Json::array();
+    for (const auto& t : r.children(path("domain.meta.tags", {*u})))
+        tags.push_back({{"name", t},
+                        {"type", r.value(path("tag.type", {*u, t}))},
+                        {"protected", zk::lenient_bool(r.value(path("tag.protected", {*u, t}))).value_or(false)}});
+    return json_response(200, Json{{"name", c.args[0]}, {"tags", tags}});
+}
+
+HttpResponse Api::vm_tags_post(Ctx& c) {
+    const std::string& vm = c.args[0];
+    auto action = c.p("action").value_or("");
+    if (action != "add" && action != "remove") return message(400, "Tag action must be one of 'add', 'remove'.");
+    auto u = find_vm(vm);
+    if (!u) return message(404, "VM not found.");
+    // Q19: a tag is required (the reference stored a tag named None).
+    auto tag = c.p("tag");
+    if (!tag) return param_error("tag", "A tag must be specified");
+    if (!client::is_safe_name(*tag)) return param_error("tag", "Invalid tag name");
+    if (action == "add") {
+        std::string prot = c.p("protected").value_or("False");
+        if (!zk_->write(client::vm_tag_keys(*u, *tag, prot))) return message(500, "Internal Server Error");
+        settle(path("tag.protected", {*u, *tag}), prot);
+        return message(200, "Successfully added tag '" + *tag + "' to VM '" + vm + "'.");
+    }
+    if (!zk_->exists(path("tag.name", {*u, *tag}))) return message(400, "The tag '" + *tag + "' does not exist.");
+    if (read_key(path("tag.type", {*u, *tag})) != "user")
+        return message(400, "The tag '" + *tag + "' is not a user tag and cannot be removed.");
+    if (zk::lenient_bool(read_key(path("tag.protected", {*u, *tag}))).value_or(false))
+        return message(400, "The tag '" + *tag + "' is protected and cannot be removed.");
+    zk_->remove_recursive(path("tag.name", {*u, *tag}));
+    settle(path("tag.name", {*u, *tag}), std::nullopt);
+    return message(200, "Successfully removed tag '" + *tag + "' from VM '" + vm + "'.");
+}
+
+HttpResponse Api::vm_console(Ctx& c) {
+    const std::string& vm = c.args[0];
+    long long lines = 10;
+    if (auto l = c.p("lines")) {
+        auto v = to_int(*l);
+        if (!v) return param_error("lines", "lines must be an integer");
+        lines = *v;
+    }
+    auto u = find_vm(vm);
+    if (!u) return message(400, "ERROR: Could not find VM \"" + vm + "\" in the cluster!");
+    std::string text = read_key(path("domain.console.log", {*u}));
+    return json_response(200, Json{{"name", vm}, {"data", join(last_lines(text, lines), "\n")}});
+}
+
+HttpResponse Api::vm_locks(Ctx& c) {
+    if (!find_vm(c.args[0])) return message(404, "VM not found.");
+    return message(501, "ERROR: Flushing RBD locks runs as a task, and this API has no task runner; "
+                        "a node frees its VMs' stale locks itself before starting them.");
+}
+
+// ---------------------------------------------------------------- networks
+
+namespace {
+std::optional<std::string> network_vni(const Reader& r, const std::string& id) {
+    if (!id.empty() && std::all_of(id.begin(), id.end(), ::isdigit)) {
+        if (r.exists(path("network.vni", {id}))) return id;
+        return std::nullopt;
+    }
+    for (const auto& v : r.children(path("base.network")))
+        if (r.value(path("network.vni", {v})) == id) return v;
+    return std::nullopt;
+}
+}  // namespace
+
+HttpResponse Api::network_list(Ctx& c) {
+    auto limit = c.p("limit");
+    Limit l;
+    if (limit && !limit->empty()) {
+        l = compile(*limit, true);
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    auto r = view_.read();
+    Json out = Json::array();
+    for (const auto& v : r.children(path("base.network"))) {
+        if (!l.re) {
+            out.push_back(network_object(r, v));
+            continue;
+        }
+        if (full_match(l, v)) out.push_back(network_object(r, v));
+        if (full_match(l, r.value(path("network.vni", {v})))) out.push_back(network_object(r, v));  // Q10
+    }
+    if (out.empty()) return message(404, "Network not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::network_get(Ctx& c) {
+    Limit l = compile(c.args[0], false);
+    if (!l.re) return message(400, "Regex Error: " + l.error);
+    auto r = view_.read();
+    Json out = Json::array();
+    for (const auto& v : r.children(path("base.network"))) {
+        if (full_match(l, v)) out.push_back(network_object(r, v));
+        if (full_match(l, r.value(path("network.vni", {v})))) out.push_back(network_object(r, v));
+    }
+    if (out.empty()) return message(404, "Network not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::lease_list(Ctx& c) {
+    auto r = view_.read();
+    auto vni = network_vni(r, c.args[0]);
+    if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
+    Limit l;
+    auto limit = c.args.size() > 1 ? std::optional<std::string>(c.args[1]) : c.p("limit");
+    if (limit && !limit->empty()) {
+        l = compile(*limit, true);
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    std::vector<std::string> macs = r.children(path("network.reservation", {*vni}));
+    if (c.args.size() > 1 || !c.flag("static"))
+        for (const auto& m : r.children(path("network.lease", {*vni}))) macs.push_back(m);
+    Json out = Json::array();
+    for (const auto& m : macs)
+        if (!l.re || full_match(l, m)) out.push_back(lease_object(r, *vni, m));
+    if (out.empty()) return message(404, "Lease not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::lease_get(Ctx& c) { return lease_list(c); }
+
+HttpResponse Api::acl_list(Ctx& c) {
+    auto r = view_.read();
+    auto vni = network_vni(r, c.args[0]);
+    if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
+    Limit l;
+    auto limit = c.args.size() > 1 ? std::optional<std::string>(c.args[1]) : c.p("limit");
+    if (limit && !limit->empty()) {
+        l = compile(*limit, true);
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    std::vector<std::string> dirs = {"in", "out"};
+    if (auto d = c.p("direction")) dirs = {*d};
+    Json out = Json::array();
+    for (const auto& d : dirs) {
+        // Q8 fixed: each ACL its own rule, ordered numerically.
+        std::vector<std::pair<long long, std::string>> acls;
+        for (const auto& a : r.children(path(d == "in" ? "network.rule.in" : "network.rule.out", {*vni}))) {
+            auto order = r.get(path("rule.order", {*vni, d, a}));
+            if (!order) continue;
+            acls.emplace_back(to_int(*order).value_or(0), a);
+        }
+        std::stable_sort(acls.begin(), acls.end());
+        for (const auto& [o, a] : acls)
+            if (!l.re || full_match(l, a)) out.push_back(acl_object(r, *vni, d, a));
+    }
+    if (out.empty()) return message(404, "ACL not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::acl_get(Ctx& c) { return acl_list(c); }
+
+// ---------------------------------------------------------------- storage
+
+HttpResponse Api::ceph_status(Ctx&) {
+    auto r = view_.read();
+    std::string data = r.value(path("base.storage"));
+    while (!data.empty() && std::isspace(static_cast<unsigned char>(data.back()))) data.pop_back();
+    return json_response(200, Json{{"type", "status"}, {"primary_node", r.value(path("base.config.primary_node"))}, {"ceph_data", data}});
+}
+
+HttpResponse Api::ceph_util(Ctx&) {
+    auto r = view_.read();
+    std::string data = r.value(path("base.storage.util"));
+    while (!data.empty() && std::isspace(static_cast<unsigned char>(data.back()))) data.pop_back();
+    return json_response(200, Json{{"type", "utilization"}, {"primary_node", r.value(path("base.config.primary_node"))}, {"ceph_data", data}});
+}
+
+HttpResponse Api::osd_list(Ctx& c) {
+    auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
+    Limit l;
+    if (limit && !limit->empty()) {
+        l = compile(*limit, c.args.empty());
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    auto r = view_.read();
+    std::vector<std::pair<long long, std::string>> ids;
+    for (const auto& id : r.children(path("base.osd")))
+        if (!l.re || full_match(l, id)) ids.emplace_back(to_int(id).value_or(0), id);
+    std::sort(ids.begin(), ids.end());
+    Json out = Json::array();
+    for (const auto& [n, id] : ids) out.push_back(osd_object(r, id));
+    if (out.empty()) return message(404, "OSD not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::osd_get(Ctx& c) { return osd_list(c); }  // exact (Q5 fixed)
+
+HttpResponse Api::pool_list(Ctx& c) {
+    auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
+    Limit l;
+    if (limit && !limit->empty()) {
+        l = compile(*limit, c.args.empty());
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    auto r = view_.read();
+    std::vector<std::pair<long long, Json>> pools;
+    for (const auto& p : r.children(path("base.pool"))) {
+        if (l.re && !full_match(l, p)) continue;
+        Json o = pool_object(r, p);
+        long long id = o["stats"].is_object() && o["stats"].contains("id") && o["stats"]["id"].is_number_integer()
+                           ? o["stats"]["id"].get<long long>() : 0;
+        pools.emplace_back(id, std::move(o));
+    }
+    std::stable_sort(pools.begin(), pools.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    Json out = Json::array();
+    for (auto& [id, o] : pools) out.push_back(std::move(o));
+    if (out.empty()) return message(404, "Pool not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::pool_get(Ctx& c) { return pool_list(c); }
+
+HttpResponse Api::volume_list(Ctx& c) {
+    bool element = c.args.size() == 2;
+    auto limit = element ? std::optional<std::string>(c.args[1]) : c.p("limit");
+    auto pool = element ? std::optional<std::string>(c.args[0]) : c.p("pool");
+    Limit l;
+    if (limit && !limit->empty()) {
+        l = compile(*limit, !element);
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    auto r = view_.read();
+    if (pool && !r.exists(path("pool.name", {*pool})))
+        return message(element ? 404 : 400, element ? std::string("Volume not found.")
+                                                    : "ERROR: No pool with name \"" + *pool + "\" is present in the cluster.");
+    std::vector<std::string> pools = pool ? std::vector<std::string>{*pool} : r.children(path("base.pool"));
+    std::vector<std::pair<std::string, std::string>> vols;  // (volume, pool)
+    for (const auto& p : pools)
+        for (const auto& v : r.children(path("base.volume") + "/" + p))
+            if (!l.re || full_match(l, v)) vols.emplace_back(v, p);
+    std::sort(vols.begin(), vols.end());
+    Json out = Json::array();
+    for (const auto& [v, p] : vols) out.push_back(volume_object(r, p, v));
+    if (out.empty()) return message(404, "Volume not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::volume_get(Ctx& c) { return volume_list(c); }
+
+HttpResponse Api::snapshot_list(Ctx& c) {
+    auto limit = c.p("limit"), pool = c.p("pool"), volume = c.p("volume");
+    Limit l;
+    if (limit && !limit->empty()) {
+        l = compile(*limit, true);
+        if (!l.re) return message(400, "Regex Error: " + l.error);
+    }
+    auto r = view_.read();
+    std::vector<std::tuple<std::string, std::string, std::string>> snaps;  // (snapshot, pool, volume)
+    for (const auto& p : r.children(path("base.snapshot"))) {
+        if (pool && *pool != p) continue;
+        for (const auto& v : r.children(path("base.snapshot") + "/" + p)) {
+            if (volume && *volume != v) continue;  // Q11 fixed: a volume filter is a volume
+            for (const auto& s : r.children(path("base.snapshot") + "/" + p + "/" + v))
+                if (!l.re || full_match(l, s)) snaps.emplace_back(s, p, v);
+        }
+    }
+    std::sort(snaps.begin(), snaps.end());
+    Json out = Json::array();
+    for (const auto& [s, p, v] : snaps) out.push_back({{"pool", p}, {"volume", v}, {"snapshot", s}});
+    if (out.empty()) return message(404, "Volume snapshot not found.");
+    return json_response(200, out);
+}
+
+// ---------------------------------------------------------------- metrics
+
+HttpResponse Api::metrics_health(Ctx&) {
+    auto r = view_.read();
+    return text_response(200, health_metrics(r, vms_));
+}
+
+HttpResponse Api::metrics_resource(Ctx&) {
+    auto r = view_.read();
+    return text_response(200, resource_metrics(r, vms_));
+}
+
+HttpResponse Api::metrics_ceph(Ctx&) {
+    // The active MGR's own exporter is fetched by the reference; without a
+    // Ceph cluster (no status text) there is nothing to fetch.
+    return text_response(400, "Error: Failed to obtain data");
+}
+
+HttpResponse Api::metrics_zookeeper(Ctx&) { return text_response(400, "Error: Failed to obtain data"); }
+
+HttpResponse Api::metrics_daemon(Ctx&) {
+    auto r = view_.read();
+    return text_response(200, daemon_metrics(r, figures_, view_));
+}
+
+HttpResponse Api::metrics_all(Ctx&) {
+    auto r = view_.read();
+    return text_response(200, health_metrics(r, vms_) + resource_metrics(r, vms_) + daemon_metrics(r, figures_, view_));
+}
+
+}  // namespace pvc::api

@@ -1,0 +1,93 @@
+// The /api/v1 routes (api.md §2): parameter checks, API-key authentication
+// (§1.2), reads from the cluster view, writes through the SDK's client
+// functions (pvc/client.hpp, the same the `pvc` command line uses), and the
+// Prometheus routes (§4, metrics.hpp).
+#pragma once
+
+#include <memory>
+#include <stop_token>
+#include <string>
+
+#include "cluster_view.hpp"
+#include "http_server.hpp"
+#include "metrics.hpp"
+#include "objects.hpp"
+#include "settings.hpp"
+
+namespace pvc::api {
+
+class Api {
+public:
+    Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures);
+    HttpResponse handle(const HttpRequest& request, std::stop_token stop);
+
+    struct Ctx;
+    using Fn = HttpResponse (Api::*)(Ctx&);
+
+    // The routes (api.md §2), each called by handle() after the checks of §1.
+    HttpResponse root(Ctx&);
+    HttpResponse status_get(Ctx&);
+    HttpResponse status_post(Ctx&);
+    HttpResponse primary_node(Ctx&);
+    HttpResponse node_list(Ctx&);
+    HttpResponse node_get(Ctx&);
+    HttpResponse node_state_get(Ctx&);
+    HttpResponse node_coordinator_post(Ctx&);
+    HttpResponse node_domain_post(Ctx&);
+    HttpResponse node_log(Ctx&);
+    HttpResponse vm_list(Ctx&);
+    HttpResponse vm_get(Ctx&);
+    HttpResponse vm_define(Ctx&);
+    HttpResponse vm_modify(Ctx&);
+    HttpResponse vm_delete(Ctx&);
+    HttpResponse vm_state_get(Ctx&);
+    HttpResponse vm_state_post(Ctx&);
+    HttpResponse vm_node_get(Ctx&);
+    HttpResponse vm_node_post(Ctx&);
+    HttpResponse vm_meta_get(Ctx&);
+    HttpResponse vm_meta_post(Ctx&);
+    HttpResponse vm_tags_get(Ctx&);
+    HttpResponse vm_tags_post(Ctx&);
+    HttpResponse vm_console(Ctx&);
+    HttpResponse vm_locks(Ctx&);
+    HttpResponse network_list(Ctx&);
+    HttpResponse network_get(Ctx&);
+    HttpResponse lease_list(Ctx&);
+    HttpResponse lease_get(Ctx&);
+    HttpResponse acl_list(Ctx&);
+    HttpResponse acl_get(Ctx&);
+    HttpResponse ceph_status(Ctx&);
+    HttpResponse ceph_util(Ctx&);
+    HttpResponse osd_list(Ctx&);
+    HttpResponse osd_get(Ctx&);
+    HttpResponse pool_list(Ctx&);
+    HttpResponse pool_get(Ctx&);
+    HttpResponse volume_list(Ctx&);
+    HttpResponse volume_get(Ctx&);
+    HttpResponse snapshot_list(Ctx&);
+    HttpResponse metrics_all(Ctx&);
+    HttpResponse metrics_health(Ctx&);
+    HttpResponse metrics_resource(Ctx&);
+    HttpResponse metrics_ceph(Ctx&);
+    HttpResponse metrics_zookeeper(Ctx&);
+    HttpResponse metrics_daemon(Ctx&);
+
+private:
+    std::optional<std::string> find_vm(const std::string& id);  // exact UUID or name -> UUID (view, then ZooKeeper)
+    HttpResponse lists_vms(Ctx& c, const std::optional<std::string>& limit, bool exact);
+    HttpResponse set_vm_state(Ctx& c, const std::string& uuid);
+    std::optional<std::string> choose_target(const std::string& node_limit, const std::string& selector,
+                                             const std::string& current);
+    // Waits until the view shows `path` = `value` (or absent when nullopt), at most 2 s: read-your-writes.
+    void settle(const std::string& path, const std::optional<std::string>& value);
+    std::string read_key(const std::string& path);  // ZooKeeper itself, "" when absent
+
+    std::shared_ptr<zk::Session> zk_;
+    ClusterView& view_;
+    ApiSettings settings_;
+    Logger log_;
+    DaemonFigures& figures_;
+    VmCache vms_;
+};
+
+}  // namespace pvc::api

@@ -1,0 +1,49 @@
+// The API module's configuration: the optional `pvc.api` block of
+// pvcnoded.yaml, shaped like the reference's pvcapid.yaml (api.md §1.1) so
+// operators carry their settings over, plus our request limits:
+//
+//   pvc:
+//     api:
+//       listen_address: 192.0.2.10     default: the upstream floating address with
+//                                      networking on, else 127.0.0.1
+//       listen_port: 7370
+//       authentication:
+//         enabled: true                default true
+//         tokens:                      X-Api-Key values (empty tokens refused)
+//           - description: operators
+//             token: 5a0e...
+//       ssl:
+//         enabled: false
+//         cert_file: /etc/pvc/api-cert.pem
+//         key_file: /etc/pvc/api-key.pem
+//       limits:
+//         max_body_bytes: 4194304
+//         max_header_bytes: 16384
+//         max_connections: 64
+//         request_timeout: 30          seconds to receive a request / send a response
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "http_server.hpp"
+#include "pvc/config.hpp"
+
+namespace pvc::api {
+
+struct ApiToken {
+    std::string description, token;
+};
+
+struct ApiSettings {
+    std::string node;
+    bool coordinator = false;
+    ServerOptions server;
+    bool auth_enabled = true;
+    std::vector<ApiToken> tokens;
+};
+
+// Reads and validates pvc.api; every problem goes to `problems` with its YAML path.
+ApiSettings read_api_settings(const Config& config, ConfigProblems& problems);
+
+}  // namespace pvc::api

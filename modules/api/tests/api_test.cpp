@@ -1,0 +1,482 @@
+// The API's routes against a real ZooKeeper (api.md §1-§3), driven over
+// HTTP; what they write is read back from ZooKeeper itself.
+#include "api_fixture.hpp"
+
+#include <thread>
+
+#include "pvc/client.hpp"
+
+using namespace pvc;
+using namespace pvc::api;
+using namespace pvc::api::test;
+using namespace std::chrono_literals;
+using pvc::test::eventually;
+using schema::path;
+
+namespace {
+const std::string U1 = "5a0e1d2c-0000-4000-8000-000000000001";
+const std::string U2 = "5a0e1d2c-0000-4000-8000-000000000002";
+}  // namespace
+
+class ApiRoutes : public ApiFixture {};
+
+TEST_F(ApiRoutes, RootAnswersWithoutAKey) {
+    auto r = call("GET", "/", "", std::nullopt);
+    EXPECT_EQ(r.status, 200u);
+    EXPECT_EQ(r.json(), (nlohmann::json{{"message", "PVC API version 1.0"}}));
+    EXPECT_EQ(r.content_type, "application/json");
+    EXPECT_EQ(r.body.back(), '\n');
+}
+
+TEST_F(ApiRoutes, MissingKeyIs401RequiredAndAWrongOneIs401Failed) {
+    auto none = call("GET", "/node", "", std::nullopt);
+    EXPECT_EQ(none.status, 401u);
+    EXPECT_EQ(none.json()["message"], "X-Api-Key Authentication required.");
+    auto wrong = call("GET", "/node", "", std::string("not-the-key"));
+    EXPECT_EQ(wrong.status, 401u);
+    EXPECT_EQ(wrong.json()["message"], "X-Api-Key Authentication failed.");
+    auto empty = call("GET", "/node", "", std::string(""));
+    EXPECT_EQ(empty.status, 401u);
+    EXPECT_EQ(get("/node").status, 200u);
+    // Metrics are open (v1.0.x).
+    EXPECT_EQ(call("GET", "/metrics/health", "", std::nullopt).status, 200u);
+}
+
+TEST_F(ApiRoutes, KeysAreNeverLoggedAndEveryRequestIsOneAccessLine) {
+    get("/node");
+    call("GET", "/node", "", std::string("wrong-key-zz9"));
+    get("/vm?limit=x");
+    ASSERT_TRUE(eventually([&] { return logged().find("GET /api/v1/vm 404") != std::string::npos; }, 5s)) << logged();
+    std::string log = logged();
+    EXPECT_EQ(log.find(token), std::string::npos);
+    EXPECT_EQ(log.find("wrong-key-zz9"), std::string::npos);
+    EXPECT_NE(log.find("GET /api/v1/node 200"), std::string::npos) << log;
+    EXPECT_NE(log.find("GET /api/v1/node 401"), std::string::npos) << log;
+    EXPECT_EQ(log.find("limit=x"), std::string::npos) << "query strings are not logged";
+}
+
+TEST_F(ApiRoutes, ClusterStatusHasTheSpecKeysInOrder) {
+    auto r = get("/status");
+    ASSERT_EQ(r.status, 200u) << r.body;
+    std::vector<std::string> keys;
+    auto doc = nlohmann::ordered_json::parse(r.body);
+    for (auto& [k, v] : doc.items()) keys.push_back(k);
+    EXPECT_EQ(keys, (std::vector<std::string>{"cluster_health", "node_health", "maintenance", "primary_node",
+                                              "pvc_version", "upstream_ip", "nodes", "vms", "networks", "osds", "pools",
+                                              "volumes", "snapshots"}));
+    auto j = r.json();
+    EXPECT_EQ(j["nodes"]["total"], 2);
+    EXPECT_EQ(j["nodes"]["run,ready"], 2);
+    EXPECT_EQ(j["node_health"]["hv1"]["health"], 100);
+}
+
+TEST_F(ApiRoutes, MaintenanceIsWrittenLowercaseAndAnAlreadyIsSaid) {
+    auto on = post("/status?state=true");
+    EXPECT_EQ(on.json()["message"], "Successfully set cluster in maintenance mode");
+    EXPECT_EQ(key("base.config.maintenance", {}), "true");
+    EXPECT_EQ(post("/status?state=true").json()["message"], "Cluster is already in maintenance mode");
+    EXPECT_EQ(post("/status?state=false").json()["message"], "Successfully set cluster in normal mode");
+    auto bad = post("/status?state=on");
+    EXPECT_EQ(bad.status, 400u);
+    EXPECT_EQ(bad.json()["message"]["state"], "A valid state must be specified.");
+}
+
+TEST_F(ApiRoutes, NodeListElementAndStateFilters) {
+    auto all = get("/node");
+    ASSERT_EQ(all.status, 200u);
+    ASSERT_EQ(all.json().size(), 2u);
+    auto n = all.json()[0];
+    EXPECT_EQ(n["name"], "hv1");
+    EXPECT_EQ(n["cpu_count"], 16);
+    EXPECT_EQ(n["arch"], "x86_64");
+    EXPECT_EQ(n["memory"]["free"], 31000);
+    EXPECT_EQ(n["vcpu"], (nlohmann::json{{"total", 16}, {"allocated", 2}}));
+    EXPECT_EQ(get("/node?limit=2").json().size(), 1u);
+    EXPECT_EQ(get("/node?coordinator_state=primary").json().size(), 1u);
+    auto one = get("/node/hv2");
+    ASSERT_EQ(one.status, 200u);
+    ASSERT_TRUE(one.json().is_array());
+    EXPECT_EQ(one.json()[0]["coordinator_state"], "secondary");
+    auto none = get("/node/hv9");
+    EXPECT_EQ(none.status, 404u);
+    EXPECT_EQ(none.json()["message"], "Node not found.");
+    EXPECT_EQ(get("/node?limit=zz").status, 404u);
+    EXPECT_EQ(get("/node/hv1/daemon-state").json(), (nlohmann::json{{"name", "hv1"}, {"daemon_state", "run"}}));
+    EXPECT_EQ(get("/node?limit=(").status, 400u);
+}
+
+TEST_F(ApiRoutes, FlushAndReadyWriteTheDomainStateAndWaitFollowsIt) {
+    auto f = post("/node/hv2/domain-state?state=flush");
+    EXPECT_EQ(f.json()["message"], "Removing node hv2 from active service.");
+    EXPECT_EQ(key("node.state.domain", {"hv2"}), "flush");
+    session->write(path("node.state.domain", {"hv2"}), "flushed");
+    ASSERT_TRUE(eventually([&] { return get("/node/hv2").json()[0]["domain_state"] == "flushed"; }));
+    EXPECT_EQ(post("/node/hv2/domain-state?state=flush").json()["message"], "Node hv2 is already flushed.");
+    // ready with wait: the request returns once the node leaves unflush.
+    std::thread node([&] {
+        std::this_thread::sleep_for(1500ms);
+        session->write(path("node.state.domain", {"hv2"}), "ready");
+    });
+    auto r = post("/node/hv2/domain-state?state=ready&wait=true");
+    node.join();
+    EXPECT_EQ(r.json()["message"], "Restored node hv2 to active service.");
+    EXPECT_EQ(post("/node/hv9/domain-state?state=ready").json()["message"],
+              "ERROR: No node named hv9 is present in the cluster.");
+}
+
+TEST_F(ApiRoutes, CoordinatorStateWritesThePrimaryRequest) {
+    EXPECT_EQ(post("/node/hv1/coordinator-state?state=primary").json()["message"],
+              "Node hv1 is already in primary coordinator state.");
+    EXPECT_EQ(post("/node/hv2/coordinator-state?state=primary").json()["message"],
+              "Setting node hv2 in primary coordinator state.");
+    EXPECT_EQ(key("base.config.primary_node", {}), "hv2");
+    EXPECT_EQ(post("/node/hv1/coordinator-state?state=secondary").json()["message"],
+              "Setting node hv1 in secondary coordinator state.");
+    EXPECT_EQ(key("base.config.primary_node", {}), "none");
+    session->write(path("base.config.primary_node"), "hv1");
+}
+
+TEST_F(ApiRoutes, NodeLogGivesTheLastLines) {
+    session->ensure_path(path("logs.node", {"hv1"}));
+    ASSERT_TRUE(session->write(path("logs.messages", {"hv1"}), "one\ntwo\nthree"));
+    auto r = get("/node/hv1/log?lines=2");
+    EXPECT_EQ(r.json(), (nlohmann::json{{"name", "hv1"}, {"data", "two\nthree"}}));
+    auto bad = get("/node/hv1/log?lines=abc");
+    EXPECT_EQ(bad.status, 400u);
+    EXPECT_EQ(get("/node/hv9/log").status, 400u);
+}
+
+TEST_F(ApiRoutes, DefineWritesTheReferenceKeysInOneGo) {
+    auto r = define("web1", U1, "hv2", {{"autostart", "True"}, {"migration_method", "live"}, {"selector", "mem"},
+                                        {"user_tags", "prod"}, {"protected_tags", "keep"}});
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(r.json()["message"], "Added new VM with Name 'web1' and UUID '" + U1 + "' to database.");
+    client::VmDefinition expect;
+    expect.uuid = U1;
+    expect.name = "web1";
+    expect.xml = vm_xml("web1", U1);
+    expect.node = "hv2";
+    expect.rbd_list = {"vms/web1_disk0"};
+    expect.autostart = true;
+    expect.migrate_method = "live";
+    expect.node_selector = "mem";
+    for (const auto& [k, v] : client::vm_define_keys(expect)) EXPECT_EQ(session->get(k).value_or("<absent>"), v) << k;
+    EXPECT_EQ(key("tag.type", {U1, "prod"}), "user");
+    EXPECT_EQ(key("tag.protected", {U1, "prod"}), "False");
+    EXPECT_EQ(key("tag.protected", {U1, "keep"}), "True");
+    // Same name or UUID again: refused, nothing written.
+    auto again = define("web1", U2, "hv1");
+    EXPECT_EQ(again.status, 400u);
+    EXPECT_FALSE(session->exists(path("domain.name", {U2})));
+}
+
+TEST_F(ApiRoutes, DefineWithoutANodeChoosesOneWithTheSelector) {
+    auto r = define("auto1", U1, "");
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(key("domain.node", {U1}), "hv1");  // most free memory
+}
+
+TEST_F(ApiRoutes, DefineRefusesMoreMemoryOrVcpusThanTheNodeHas) {
+    auto r = post("/vm?node=hv1", form({{"xml", vm_xml("big", U1, 64000)}}));
+    EXPECT_EQ(r.status, 400u);
+    EXPECT_EQ(r.json()["message"], "ERROR: VM configuration specifies more memory (64000 MiB) than node 'hv1' has available (32000 MiB).");
+    auto v = post("/vm?node=hv1", form({{"xml", vm_xml("wide", U1, 512, 14)}}));
+    EXPECT_EQ(v.status, 400u);
+    EXPECT_FALSE(session->exists(path("domain.name", {U1})));
+}
+
+TEST_F(ApiRoutes, VmListAndElementServeTheObjectOfTheSpec) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    ASSERT_EQ(define("db1", U2, "hv2").status, 200u);
+    auto list = get("/vm");
+    ASSERT_EQ(list.status, 200u) << list.body;
+    auto j = list.json();
+    ASSERT_EQ(j.size(), 2u);
+    EXPECT_EQ(j[0]["name"], "db1");  // sorted by name
+    auto w = j[1];
+    EXPECT_EQ(w["uuid"], U1);
+    EXPECT_EQ(w["state"], "stop");
+    EXPECT_EQ(w["migrated"], "no");
+    EXPECT_EQ(w["node_limit"], nullptr);
+    EXPECT_EQ(w["node_autostart"], false);
+    EXPECT_EQ(w["memory"], 512);
+    EXPECT_EQ(w["vcpu_topology"], "1/1/1");
+    EXPECT_EQ(w["networks"][0]["vni"], "100");
+    EXPECT_EQ(w["networks"][0]["source"], "vmbr100");
+    EXPECT_EQ(w["disks"][0]["name"], "vms/web1_disk0");
+    EXPECT_EQ(w["disks"][0]["type"], "rbd");
+    EXPECT_EQ(w["vnc"], (nlohmann::json{{"listen", "None"}, {"port", "None"}}));
+    EXPECT_EQ(w["features"], (nlohmann::json{"acpi", "apic"}));
+    EXPECT_EQ(w["xml"].get<std::string>().find('"'), std::string::npos);
+    EXPECT_EQ(get("/vm?node=hv2").json().size(), 1u);
+    EXPECT_EQ(get("/vm?node=hv2&negate=true").json()[0]["name"], "web1");
+    EXPECT_EQ(get("/vm?node=hv9").json()["message"], "Specified node \"hv9\" is invalid.");
+    EXPECT_EQ(get("/vm?state=bogus").json()["message"], "VM state \"bogus\" is not valid.");
+    EXPECT_EQ(get("/vm/web1").json()[0]["uuid"], U1);
+    EXPECT_EQ(get("/vm/" + U1).json()[0]["name"], "web1");
+    EXPECT_EQ(get("/vm/nosuch").status, 404u);
+    EXPECT_EQ(get("/vm/nosuch").json()["message"], "VM not found.");
+}
+
+TEST_F(ApiRoutes, VmObjectFollowsTheClusterWithoutARestart) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    session->write(path("domain.state", {U1}), "start");
+    EXPECT_TRUE(eventually([&] { return get("/vm/web1").json()[0]["state"] == "start"; }, 2s));
+}
+
+TEST_F(ApiRoutes, StateChangesAndTheirPreconditions) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    auto r = post("/vm/web1/state?state=restart");
+    EXPECT_EQ(r.status, 400u);
+    EXPECT_EQ(r.json()["message"], "ERROR: VM 'web1' is not in 'start' state!");
+    EXPECT_EQ(post("/vm/web1/state?state=start").json()["message"], "Starting VM 'web1'.");
+    EXPECT_EQ(key("domain.state", {U1}), "start");
+    EXPECT_EQ(post("/vm/web1/state?state=shutdown").json()["message"], "Shutting down VM 'web1'");
+    EXPECT_EQ(key("domain.state", {U1}), "shutdown");
+    EXPECT_EQ(post("/vm/web1/state?state=stop").json()["message"], "Forcibly stopping VM 'web1'.");
+    EXPECT_EQ(key("domain.state", {U1}), "stop");
+    EXPECT_EQ(post("/vm/web1/state?state=disable").json()["message"], "Disabled VM 'web1'.");
+    EXPECT_EQ(key("domain.state", {U1}), "disable");
+    EXPECT_EQ(post("/vm/nosuch/state?state=start").json()["message"], "ERROR: Could not find VM 'nosuch' in the cluster!");
+    auto bad = post("/vm/web1/state?state=explode");
+    EXPECT_EQ(bad.json()["message"]["state"], "A valid state must be specified");
+}
+
+TEST_F(ApiRoutes, RestartWithWaitReturnsOnceTheNodeHasDoneIt) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    session->write(path("domain.state", {U1}), "start");
+    std::thread node([&] {
+        ASSERT_TRUE(eventually([&] { return key("domain.state", {U1}) == "restart"; }, 5s));
+        std::this_thread::sleep_for(700ms);
+        session->write(path("domain.state", {U1}), "start");
+    });
+    auto r = post("/vm/web1/state?state=restart&wait=true");
+    node.join();
+    EXPECT_EQ(r.json()["message"], "Restarted VM 'web1'");
+}
+
+TEST_F(ApiRoutes, MigrateUnmigrateAndMoveWriteStateNodeAndLastNode) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    session->write(path("domain.state", {U1}), "start");
+    auto m = post("/vm/web1/node?action=migrate&node=hv2");
+    EXPECT_EQ(m.json()["message"], "Migrating VM 'web1' to node 'hv2'.");
+    EXPECT_EQ(key("domain.state", {U1}), "migrate");
+    EXPECT_EQ(key("domain.node", {U1}), "hv2");
+    EXPECT_EQ(key("domain.last_node", {U1}), "hv1");
+    session->write(path("domain.state", {U1}), "start");
+    EXPECT_EQ(post("/vm/web1/node?action=migrate&node=hv1").json()["message"],
+              "ERROR: VM 'web1' has been previously migrated.");
+    auto u = post("/vm/web1/node?action=unmigrate&force_live=true");
+    EXPECT_EQ(u.json()["message"], "Unmigrating VM 'web1' back to node 'hv1'.");
+    EXPECT_EQ(key("domain.state", {U1}), "migrate-live");
+    EXPECT_EQ(key("domain.node", {U1}), "hv1");
+    EXPECT_EQ(key("domain.last_node", {U1}), "");
+    session->write(path("domain.state", {U1}), "start");
+    EXPECT_EQ(post("/vm/web1/node?action=unmigrate").json()["message"], "ERROR: VM 'web1' has not been previously migrated.");
+    EXPECT_EQ(post("/vm/web1/node?action=move&node=hv1").json()["message"], "ERROR: VM 'web1' is already running on node 'hv1'.");
+    EXPECT_EQ(post("/vm/web1/node?action=move&node=hv9").json()["message"], "ERROR: Specified node 'hv9' is invalid.");
+    EXPECT_EQ(post("/vm/web1/node?action=move").json()["message"], "Permanently migrating VM 'web1' to node 'hv2'.");
+    EXPECT_EQ(key("domain.node", {U1}), "hv2");
+    EXPECT_EQ(key("domain.last_node", {U1}), "");
+}
+
+TEST_F(ApiRoutes, MetaAndTagsAreReadAndWritten) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    EXPECT_EQ(post("/vm/web1/meta").json()["message"], "ERROR: No updates to apply.");
+    EXPECT_EQ(post("/vm/web1/meta?limit=hv1,hv2&selector=load&autostart=yes&migration_method=shutdown").json()["message"],
+              "Successfully modified PVC metadata of VM 'web1'.");
+    EXPECT_EQ(key("domain.meta.node_limit", {U1}), "hv1,hv2");
+    EXPECT_EQ(key("domain.meta.node_selector", {U1}), "load");
+    EXPECT_EQ(key("domain.meta.autostart", {U1}), "True");
+    auto meta = get("/vm/web1/meta").json();
+    EXPECT_EQ(meta, (nlohmann::json{{"name", "web1"}, {"node_limit", {"hv1", "hv2"}}, {"node_selector", "load"},
+                                    {"node_autostart", "True"}, {"migration_method", "shutdown"}}));
+    EXPECT_EQ(post("/vm/nosuch/meta?profile=x").status, 404u);
+    EXPECT_EQ(post("/vm/web1/tags?action=add&tag=blue&protected=False").json()["message"],
+              "Successfully added tag 'blue' to VM 'web1'.");
+    EXPECT_EQ(get("/vm/web1/tags").json()["tags"][0], (nlohmann::json{{"name", "blue"}, {"type", "user"}, {"protected", false}}));
+    EXPECT_EQ(post("/vm/web1/tags?action=add&tag=red&protected=True").status, 200u);
+    EXPECT_EQ(post("/vm/web1/tags?action=remove&tag=red").json()["message"], "The tag 'red' is protected and cannot be removed.");
+    EXPECT_EQ(post("/vm/web1/tags?action=remove&tag=blue").json()["message"], "Successfully removed tag 'blue' from VM 'web1'.");
+    EXPECT_FALSE(session->exists(path("tag.name", {U1, "blue"})));
+    EXPECT_EQ(post("/vm/web1/tags?action=paint&tag=x").json()["message"], "Tag action must be one of 'add', 'remove'.");
+}
+
+TEST_F(ApiRoutes, ModifyReplacesTheXmlAndKeepsTheName) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    std::string xml = vm_xml("web1", U1, 1024, 2);
+    auto r = call("PUT", "/vm/web1", form({{"xml", xml}}));
+    EXPECT_EQ(r.json()["message"], "Successfully modified configuration of VM 'web1'.");
+    EXPECT_EQ(key("domain.xml", {U1}), xml);
+    EXPECT_EQ(key("domain.name", {U1}), "web1");
+}
+
+TEST_F(ApiRoutes, ConsoleLogAndDeleteRemoveTheTree) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    session->write(path("domain.console.log", {U1}), "a\nb\nc");
+    EXPECT_EQ(get("/vm/web1/console?lines=1").json()["data"], "c");
+    EXPECT_EQ(get("/vm/nosuch/console").json()["message"], "ERROR: Could not find VM \"nosuch\" in the cluster!");
+    auto d = call("DELETE", "/vm/web1");
+    EXPECT_EQ(d.json()["message"], "Undefined VM 'web1' from the cluster.");
+    EXPECT_FALSE(session->exists(path("domain.name", {U1})));
+    EXPECT_EQ(call("DELETE", "/vm/web1").status, 400u);
+}
+
+TEST_F(ApiRoutes, BadInputIsA4xxWithAJsonMessageAndWritesNothing) {
+    // Unknown parameter.
+    auto u = post("/vm?node=hv1&colour=red", form({{"xml", vm_xml("web1", U1)}}));
+    EXPECT_EQ(u.status, 400u);
+    EXPECT_EQ(u.json()["message"]["colour"], "Unknown parameter");
+    // Missing XML; malformed XML; a name that is no znode name.
+    EXPECT_EQ(post("/vm").json()["message"]["xml"], "A Libvirt XML document must be specified");
+    auto m = post("/vm?node=hv1", form({{"xml", "<domain><name>x</name"}}));
+    EXPECT_EQ(m.status, 400u);
+    EXPECT_EQ(m.json()["message"].get<std::string>().rfind("XML is malformed or incorrect: ", 0), 0u);
+    EXPECT_EQ(post("/vm?node=hv1", form({{"xml", vm_xml("../../nodes", U1)}})).status, 400u);
+    EXPECT_EQ(post("/vm?node=hv1", form({{"xml", vm_xml("web1", U1)}, {"user_tags", "../x"}})).status, 400u);
+    // A choice outside its list; a wrong type.
+    EXPECT_EQ(post("/vm?node=hv1&selector=fastest", form({{"xml", vm_xml("web1", U1)}})).json()["message"]["selector"],
+              "A valid selector must be specified");
+    EXPECT_EQ(get("/vm/web1/console?lines=ten").status, 400u);
+    EXPECT_FALSE(session->exists(path("domain.name", {U1})));
+    // Names that try to leave their place: not found, never a path.
+    EXPECT_EQ(get("/vm/%2E%2E").status, 404u);
+    EXPECT_EQ(get("/node/..%2F..%2Fconfig").status, 404u);
+    EXPECT_EQ(post("/vm/..%2Fnodes/tags?action=add&tag=x").status, 404u);
+    // Unknown route and method.
+    EXPECT_EQ(get("/nosuch").status, 404u);
+    EXPECT_EQ(get("/node/").status, 404u);
+    EXPECT_EQ(call("PATCH", "/vm").status, 405u);
+    EXPECT_NE(get("/nosuch").json()["message"], nullptr);
+}
+
+TEST_F(ApiRoutes, OversizeBodiesAndHeadersAreRefusedWithJson) {
+    auto big = post("/vm?node=hv1", form({{"xml", std::string(settings.server.limits.body_bytes + 10, 'a')}}));
+    EXPECT_EQ(big.status, 413u);
+    EXPECT_NE(big.json()["message"], nullptr);
+    Call c;
+    c.target = "/api/v1/node";
+    c.api_key = std::string(settings.server.limits.header_bytes + 10, 'k');
+    auto h = request("127.0.0.1", port, c);
+    EXPECT_EQ(h.status, 431u);
+    EXPECT_NE(h.json()["message"], nullptr);
+    EXPECT_FALSE(session->exists(path("domain.name", {U1})));
+}
+
+TEST_F(ApiRoutes, NetworkReadsKeepTheRawStrings) {
+    const std::string v = "1000";
+    ASSERT_TRUE(session->write({{path("network.vni", {v}), "office"}, {path("network.type", {v}), "managed"},
+                                {path("network.mtu", {v}), ""}, {path("network.domain", {v}), "office.local"},
+                                {path("network.nameservers", {v}), ""}, {path("network.ip4.network", {v}), "10.1.0.0/24"},
+                                {path("network.ip4.gateway", {v}), "10.1.0.1"}, {path("network.ip4.dhcp", {v}), "True"},
+                                {path("network.ip4.dhcp_start", {v}), "10.1.0.100"},
+                                {path("network.ip4.dhcp_end", {v}), "10.1.0.200"}, {path("network.ip6.network", {v}), "None"},
+                                {path("network.ip6.gateway", {v}), "None"}, {path("network.ip6.dhcp", {v}), "False"},
+                                {path("network.reservation", {v}), ""}, {path("network.lease", {v}), ""},
+                                {path("network.rule", {v}), ""}, {path("network.rule.in", {v}), ""},
+                                {path("network.rule.out", {v}), ""},
+                                {path("reservation.mac", {v, "52:54:00:aa:bb:cc"}), ""},
+                                {path("reservation.ip", {v, "52:54:00:aa:bb:cc"}), "10.1.0.5"},
+                                {path("reservation.hostname", {v, "52:54:00:aa:bb:cc"}), "printer"},
+                                {path("rule.description", {v, "in", "ssh"}), ""},
+                                {path("rule.order", {v, "in", "ssh"}), "10"},
+                                {path("rule.rule", {v, "in", "ssh"}), "tcp dport 22 accept"},
+                                {path("rule.description", {v, "in", "web"}), ""},
+                                {path("rule.order", {v, "in", "web"}), "2"},
+                                {path("rule.rule", {v, "in", "web"}), "tcp dport 80 accept"}}));
+    ASSERT_TRUE(eventually([&] { return get("/network/1000/acl").status == 200; }, 3s));
+    auto n = get("/network").json()[0];
+    EXPECT_EQ(n["vni"], 1000);
+    EXPECT_EQ(n["name_servers"], (nlohmann::json{""}));
+    EXPECT_EQ(n["ip4"]["dhcp_flag"], "True");
+    EXPECT_EQ(n["ip6"]["network"], "None");
+    EXPECT_EQ(get("/network/office").json()[0]["vni"], 1000);
+    auto leases = get("/network/1000/lease").json();
+    EXPECT_EQ(leases[0], (nlohmann::json{{"hostname", "printer"}, {"ip4_address", "10.1.0.5"},
+                                         {"mac_address", "52:54:00:aa:bb:cc"}, {"timestamp", "static"}}));
+    auto acl = get("/network/1000/acl").json();
+    ASSERT_EQ(acl.size(), 2u);
+    EXPECT_EQ(acl[0]["description"], "web");  // numeric order (Q8 fixed)
+    EXPECT_EQ(acl[1]["rule"], "tcp dport 22 accept");
+    EXPECT_EQ(get("/network/9999/lease").json()["message"], "ERROR: Could not find network \"9999\" in the cluster!");
+    session->remove_recursive(path("network.vni", {v}));
+}
+
+TEST_F(ApiRoutes, StorageReadsOsdPoolVolumeSnapshot) {
+    for (const char* p : {"/ceph/volumes/vms", "/ceph/snapshots/vms/disk0"}) session->ensure_path(p);
+    ASSERT_TRUE(session->write({{path("base.storage"), "  cluster:\n    health: HEALTH_OK\n  services:\n    mgr: hv1(active)\n\n"},
+                                {path("osd.id", {"0"}), ""}, {path("osd.node", {"0"}), "hv1"},
+                                {path("osd.device", {"0"}), "/dev/sdb"}, {path("osd.is_split", {"0"}), "False"},
+                                {path("osd.stats", {"0"}), R"({"up": 1, "in": 1, "kb": 1000, "kb_used": 100, "utilization": 10.0})"},
+                                {path("pool.name", {"vms"}), ""}, {path("pool.pgs", {"vms"}), "64"},
+                                {path("pool.stats", {"vms"}), R"({"id": 2, "stored_bytes": 5})"},
+                                {path("volume.name", {"vms", "disk0"}), ""},
+                                {path("volume.stats", {"vms", "disk0"}), R"({"size": 10737418240, "objects": 2560})"},
+                                {path("snapshot.name", {"vms", "disk0", "snap1"}), ""}}));
+    ASSERT_TRUE(eventually([&] { return get("/storage/ceph/snapshot").status == 200; }, 3s));
+    EXPECT_EQ(get("/storage/ceph/status").json()["ceph_data"].get<std::string>().back(), ')');
+    EXPECT_EQ(get("/storage/ceph/osd").json()[0]["stats"]["kb"], 1000);
+    EXPECT_EQ(get("/storage/ceph/osd/0").json()[0]["node"], "hv1");
+    EXPECT_EQ(get("/storage/ceph/pool").json()[0]["tier"], "default");
+    EXPECT_EQ(get("/storage/ceph/pool/vms").json()[0]["volume_count"], 1);
+    EXPECT_EQ(get("/storage/ceph/volume").json()[0]["stats"]["size"], "10G");
+    EXPECT_EQ(get("/storage/ceph/volume/vms/disk0").json()[0]["name"], "disk0");
+    EXPECT_EQ(get("/storage/ceph/volume?pool=nope").json()["message"], "ERROR: No pool with name \"nope\" is present in the cluster.");
+    EXPECT_EQ(get("/storage/ceph/snapshot?volume=disk0").json()[0]["snapshot"], "snap1");
+    auto st = get("/status").json();
+    EXPECT_EQ(st["osds"]["up,in"], 1);
+    EXPECT_EQ(st["volumes"], 1);
+    EXPECT_EQ(st["snapshots"], 1);
+    for (const char* p : {"/ceph/osds", "/ceph/pools", "/ceph/volumes", "/ceph/snapshots"}) {
+        for (const auto& c : session->children(p).value_or(std::vector<std::string>{})) session->remove_recursive(std::string(p) + "/" + c);
+    }
+}
+
+TEST_F(ApiRoutes, MetricsParseWithPrometheusClientEveryLine) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    ASSERT_EQ(define("we\"ird", U2, "hv2").status, 200u);  // a label value that needs escaping
+    const char* parse = R"(
+import sys, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+for route in sys.argv[2:]:
+    body = urllib.request.urlopen(sys.argv[1] + route).read().decode()
+    samples = 0
+    for fam in text_string_to_metric_families(body):
+        samples += len(fam.samples)
+    lines = [l for l in body.split("\n") if l and not l.startswith("#")]
+    if samples != len(lines):
+        print(route, "parsed", samples, "samples of", len(lines), "lines"); sys.exit(1)
+    print(route, samples)
+)";
+    auto r = pvc::test::run_python(parse, {"http://127.0.0.1:" + std::to_string(port) + "/api/v1",
+                                           "/metrics", "/metrics/health", "/metrics/resource", "/metrics/daemon"});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    auto h = call("GET", "/metrics/health", "", std::nullopt);
+    EXPECT_EQ(h.content_type, "text/plain; charset=utf-8");
+    EXPECT_NE(h.body.find("pvc_vm_states{state=\"stop\"} 2\n"), std::string::npos) << h.body;
+    EXPECT_NE(h.body.find("pvc_nodes 2\n"), std::string::npos);
+}
+
+TEST_F(ApiRoutes, AMetricsScrapeReadsNoZooKeeper) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    get("/metrics");  // builds the VM object cache
+    std::this_thread::sleep_for(300ms);  // the define's last watch reads are done
+    auto before = session->stats().reads;
+    auto r = get("/metrics");
+    EXPECT_EQ(r.status, 200u);
+    auto l = get("/vm");
+    EXPECT_EQ(l.status, 200u);
+    EXPECT_EQ(session->stats().reads, before);
+}
+
+TEST_F(ApiRoutes, ConcurrentRequestsAreServedWhileOneWaits) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    session->write(path("domain.state", {U1}), "start");
+    std::thread waiting([&] { post("/vm/web1/state?state=shutdown&wait=true"); });
+    ASSERT_TRUE(eventually([&] { return key("domain.state", {U1}) == "shutdown"; }, 5s));
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(get("/node").status, 200u);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+    session->write(path("domain.state", {U1}), "stop");
+    waiting.join();
+}

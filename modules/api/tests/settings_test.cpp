@@ -1,0 +1,73 @@
+// pvc.api in pvcnoded.yaml (settings.hpp): defaults, the reference's shape,
+// every problem with its YAML path.
+#include <gtest/gtest.h>
+
+#include "pvc/config.hpp"
+#include "pvc/test/node_config.hpp"
+#include "pvc/test/zk_server.hpp"
+#include "settings.hpp"
+
+using namespace pvc;
+using namespace pvc::api;
+
+namespace {
+struct Read {
+    ApiSettings settings;
+    ConfigProblems problems;
+};
+Read read(const std::string& api_block) {
+    pvc::test::TempDir dir("pvc-api-settings");
+    pvc::test::NodeConfigOptions o;
+    o.node = "hv1";
+    o.base_dir = dir.path();
+    std::string yaml = pvc::test::node_config_yaml(o);
+    auto at = yaml.find("  cluster:\n");
+    yaml.insert(at, api_block);
+    Read r;
+    ConfigNode doc = parse_config_tree(yaml, "test.yaml");
+    Config c = read_config(doc, r.problems, HostIdentity::from_hostname("hv1"));
+    r.settings = read_api_settings(c, r.problems);
+    return r;
+}
+bool has_problem(const Read& r, const std::string& path) {
+    for (const auto& p : r.problems.list())
+        if (p.path == path) return true;
+    return false;
+}
+}  // namespace
+
+TEST(ApiSettings, WithoutABlockTheDefaultsHold) {
+    auto r = read("");
+    EXPECT_TRUE(r.problems.empty());
+    EXPECT_EQ(r.settings.server.address, "127.0.0.1");
+    EXPECT_EQ(r.settings.server.port, 7370);
+    EXPECT_TRUE(r.settings.auth_enabled);
+    EXPECT_FALSE(r.settings.server.tls);
+}
+
+TEST(ApiSettings, TheReferencesShapeIsRead) {
+    auto r = read("  api:\n    listen_address: 0.0.0.0\n    listen_port: 7371\n    authentication:\n      enabled: true\n"
+                  "      secret_key: abc\n      tokens:\n        - description: ops\n          token: t0k\n"
+                  "    ssl:\n      enabled: true\n      cert_file: /c.pem\n      key_file: /k.pem\n"
+                  "    limits:\n      max_connections: 10\n      request_timeout: 5\n");
+    EXPECT_TRUE(r.problems.empty()) << r.problems.list()[0].message;
+    EXPECT_EQ(r.settings.server.address, "0.0.0.0");
+    EXPECT_EQ(r.settings.server.port, 7371);
+    ASSERT_EQ(r.settings.tokens.size(), 1u);
+    EXPECT_EQ(r.settings.tokens[0].token, "t0k");
+    EXPECT_TRUE(r.settings.server.tls);
+    EXPECT_EQ(r.settings.server.limits.connections, 10u);
+    EXPECT_EQ(r.settings.server.limits.request_timeout, std::chrono::seconds(5));
+}
+
+TEST(ApiSettings, EveryProblemNamesItsKey) {
+    auto r = read("  api:\n    listen_address: not-an-ip\n    listen_port: 70000\n    colour: red\n"
+                  "    authentication:\n      tokens:\n        - description: empty\n          token: \"\"\n"
+                  "    ssl:\n      enabled: true\n");
+    EXPECT_TRUE(has_problem(r, "pvc.api.listen_address"));
+    EXPECT_TRUE(has_problem(r, "pvc.api.listen_port"));
+    EXPECT_TRUE(has_problem(r, "pvc.api.colour"));
+    EXPECT_TRUE(has_problem(r, "pvc.api.authentication.tokens[0].token"));
+    EXPECT_TRUE(has_problem(r, "pvc.api.ssl"));
+    EXPECT_TRUE(r.settings.tokens.empty());
+}
