@@ -15,14 +15,21 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/install-deps.sh"
+# Debug information: line tables only (-g1), enough for every backtrace and
+# sanitizer report with file:line; full -g costs a third of the build's time
+# (PVC_DEBUG_FLAGS=-g for a build to debug in).
+flags=${PVC_DEBUG_FLAGS:--g1}
 case "$(echo "${PVC_SANITIZE:-0}" | tr A-Z a-z)" in
 0|off|"")
     build=${PVC_BUILD_DIR:-$root/build}
-    extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+    extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags -O2 -DNDEBUG"
+           "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$flags -O2 -DNDEBUG")
     ;;
 1|on|address)
     build=${PVC_BUILD_DIR:-$root/build-asan}
-    extra=(-DPVC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug)
+    # -O1: the tests run faster than at -O0 and it compiles as fast.
+    extra=(-DPVC_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=$flags -O1"
+           "-DCMAKE_C_FLAGS_DEBUG=$flags -O1")
     # Python and the JVM are not instrumented; leaks inside them are not ours.
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -30,7 +37,9 @@ case "$(echo "${PVC_SANITIZE:-0}" | tr A-Z a-z)" in
 thread)
     build=${PVC_BUILD_DIR:-$root/build-tsan}
     # Optimised: ThreadSanitizer already slows every memory access 5-15 times.
-    extra=(-DPVC_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+    # -O1 compiles about twice as fast as -O2 and runs about as fast under TSan.
+    extra=(-DPVC_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags -O1"
+           "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$flags -O1")
     # A report fails the test (exit code 66); tools/tsan.supp names only
     # third-party code, each entry with its reason.
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$root/tools/tsan.supp}
