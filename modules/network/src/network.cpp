@@ -1,6 +1,9 @@
 #include "network.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -9,11 +12,31 @@
 
 #include "arp.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace pvc::network {
 
 namespace {
 // VXLAN over IPv4: outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14 (§5.2).
 constexpr unsigned vxlan_overhead = 50;
+
+// The lease helper is installed beside the module (.so) that holds this.
+std::filesystem::path module_directory() {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&module_directory), &info) == 0 || !info.dli_fname) return {};
+    return std::filesystem::path(info.dli_fname).parent_path();
+}
+
+bool flag(const NetworkKeys& keys, const char* key) {
+    auto it = keys.find(key);
+    return it != keys.end() && it->second == "True";
+}
+
+std::optional<std::string> key_value(const NetworkKeys& keys, const char* key) {
+    auto it = keys.find(key);
+    if (it == keys.end() || it->second.empty() || it->second == "None") return std::nullopt;
+    return it->second;
+}
 
 std::string join(const std::vector<std::string>& v) {
     std::string s;
@@ -51,6 +74,10 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
     upstream_floating_ = cfg.upstream.floating_ip;
     node_ = cfg.node;
     dynamic_dir_ = cfg.dynamic_directory;
+    log_dir_ = cfg.log_directory;
+    coordinators_ = cfg.coordinators;
+    sriov_ = cfg.enable_networking && cfg.enable_sriov;
+    sriov_devices_ = cfg.sriov_devices;
     if (cfg.enable_networking && cluster_mtu_ && *cluster_mtu_ < 68 + vxlan_overhead)
         problems.add(cfg.document.at("pvc.system.configuration.networking.cluster.mtu"),
                      fmt::format("{} leaves no room for VXLAN client networks (at least {})", *cluster_mtu_,
@@ -60,6 +87,29 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
 void NetworkModule::prepare_host(const Config& cfg, const Logger& log) {
     if (!cfg.enable_networking) return;
     Netlink nl;
+    // §9.2: the PFs' VFs before the host interfaces (a PF may be one of them).
+    if (sriov_) {
+        SriovSysfs sys;
+        if (!sys.allow_unsafe_interrupts())
+            log.warn("SR-IOV: vfio_iommu_type1's allow_unsafe_interrupts could not be set (module not loaded?): SR-IOV may fail");
+        for (const auto& line : prepare_pfs(sys, sriov_devices_)) {
+            if (line.rfind("ok: ", 0) == 0) log.ok("{}", line.substr(4));
+            else log.warn("{}", line.substr(line.find(' ') + 1));
+        }
+        for (const auto& d : sriov_devices_) {
+            if (!d.mtu) continue;
+            try {
+                if (auto l = nl.link(d.phy)) {
+                    if (l->mtu != static_cast<unsigned>(*d.mtu)) nl.set_mtu(l->ifindex, static_cast<unsigned>(*d.mtu));
+                    if (!l->up) nl.set_up(l->ifindex, true);
+                } else {
+                    log.warn("SR-IOV PF {} does not exist", d.phy);
+                }
+            } catch (const std::exception& ex) {
+                log.warn("SR-IOV PF {}: MTU {}: {}", d.phy, *d.mtu, ex.what());
+            }
+        }
+    }
     auto changes = apply_host(nl, host_, log);
     if (changes.empty()) log.info("Host networking already in place: nothing changed");
     else log.ok("Host networking: {}", join(changes));
@@ -83,6 +133,25 @@ void NetworkModule::start(NodeContext& ctx) {
     zk_ = ctx.zk;
     worker_ = std::make_unique<ModulePool>(ctx.executor, "network", 1);
     on_worker("netlink", [this] { nl_ = std::make_unique<Netlink>(); });
+    on_worker("dhcp set-up", [this] {
+        // The lease helper reaches ZooKeeper by the coordinators named in
+        // the YAML that PVCD_CONFIG_FILE gives it: a file of the daemon's own
+        // coordinators, in pvcnoded.yaml's layout (the reference helper reads
+        // it the same way).
+        lease_helper_ = module_directory() / "pvcnoded-dnsmasq-lease";
+        if (!std::filesystem::exists(lease_helper_))
+            log_.error("DHCP: the lease helper {} is missing: dnsmasq will not record leases", lease_helper_.string());
+        try {
+            std::filesystem::create_directories(dynamic_dir_ / "dnsmasq");
+            lease_config_ = dynamic_dir_ / "dnsmasq" / "coordinators.yaml";
+            std::ofstream f(lease_config_, std::ios::trunc);
+            f << "# Written by pvcnoded for the dnsmasq lease helper (pvc.cluster.coordinators)\n"
+              << "pvc:\n  cluster:\n    coordinators:\n";
+            for (const auto& c : coordinators_) f << "      - " << nlohmann::json(c).dump() << "\n";
+        } catch (const std::exception& ex) {
+            log_.error("DHCP: cannot write the lease helper's configuration: {}", ex.what());
+        }
+    });
     on_worker("firewall base", [this] {
         // §7.1: our table, its hook chains and dispatchers, the operator's
         // static files. Without it no network gets rules (each says so).
@@ -96,6 +165,7 @@ void NetworkModule::start(NodeContext& ctx) {
         }
     });
     // Watch callbacks must not block: they only queue work for the worker.
+    if (sriov_) on_worker("sr-iov", [this] { start_sriov(); });
     children_watch_ = zk_->watch_children(schema::path("base.network"),
                                           [this](const std::optional<std::vector<std::string>>& children) {
         // An absent /networks is not "no networks": nothing is torn down on it.
@@ -112,8 +182,16 @@ void NetworkModule::stop() {
     for (auto& [vni, e] : networks_) {
         for (auto& w : e.watches) w->cancel();
         for (auto& [k, w] : e.acl_watches) w->cancel();
+        if (e.dnsmasq && e.dnsmasq->running()) {
+            e.dnsmasq->stop();
+            log_.info("Network {}: dnsmasq stopped (daemon stopping)", vni);
+        }
     }
     networks_.clear();
+    for (auto& [name, vf] : vfs_)
+        for (auto& w : vf.watches) w->cancel();
+    vfs_.clear();
+    vf_control_.reset();
     worker_.reset();
     firewall_.reset();
     nl_.reset();
@@ -148,8 +226,9 @@ void NetworkModule::run_scheduled(const std::string& vni) {
         bits = pending_[vni];
         pending_.erase(vni);
     }
-    if (bits & work_links) reconcile(vni);  // the firewall too
-    else if (bits & work_firewall) refresh_firewall(vni);
+    if (bits & work_links) return reconcile(vni);  // the firewall and DHCP too
+    if (bits & work_firewall) refresh_firewall(vni);
+    if (bits & work_dhcp) refresh_dhcp(vni);
 }
 
 void NetworkModule::watch_network(const std::string& vni, Entry& e) {
@@ -157,12 +236,18 @@ void NetworkModule::watch_network(const std::string& vni, Entry& e) {
     // creates the links. Any key of the network redoes the network (§5.8).
     auto links = [this, vni](const std::optional<std::string>&, const zk::Stat&) { schedule(vni, work_links); };
     for (const char* key : {"network.mtu", "network.type", "network.ip4.network", "network.ip4.gateway",
-                            "network.ip6.network", "network.ip6.gateway"})
+                            "network.ip6.network", "network.ip6.gateway", "network.ip4.dhcp", "network.ip4.dhcp_start",
+                            "network.ip4.dhcp_end", "network.ip6.dhcp", "network.domain"})
         e.watches.push_back(zk_->watch_data(schema::path(key, {vni}), links));
     // §7.4: the ACL lists.
     auto acls = [this, vni](const std::optional<std::vector<std::string>>&) { schedule(vni, work_firewall); };
     for (const char* key : {"network.rule.in", "network.rule.out"})
         e.watches.push_back(zk_->watch_children(schema::path(key, {vni}), acls));
+    // §6.5: the reservations.
+    e.watches.push_back(zk_->watch_children(schema::path("network.reservation", {vni}),
+                                            [this, vni](const std::optional<std::vector<std::string>>&) {
+        schedule(vni, work_dhcp);
+    }));
 }
 
 void NetworkModule::sync(const std::vector<std::string>& children) {
@@ -222,6 +307,13 @@ void NetworkModule::remove(const std::string& vni, Entry& e) {
         failed_.erase(vni);
         refused_fw_.erase(vni);
     }
+    if (e.dnsmasq && e.dnsmasq->running()) {
+        e.dnsmasq->stop();
+        log_.ok("Network {}: dnsmasq stopped", vni);
+    }
+    e.dnsmasq.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dynamic_dir_ / "dnsmasq" / vni, ec);
     if (firewall_) {  // also chains an earlier run made
         try {
             firewall_->remove(static_cast<uint32_t>(std::stoul(vni)));
@@ -308,13 +400,26 @@ void NetworkModule::transition(Transition t, std::function<void()> done) {
             router_active_ = t == Transition::takeover;
             log_.info("Router role {}: {} addresses", router_active_ ? "taken over" : "relinquished",
                       router_active_ ? "adding" : "removing");
+            // §8.3: dnsmasq goes first (phase B), the addresses after; §8.2:
+            // the addresses first, dnsmasq last (phase G: it binds the gateways).
+            if (!router_active_)
+                for (auto& [vni, e] : networks_) hold_dnsmasq(vni, e);
             apply_router();
+            if (router_active_)
+                for (auto& [vni, e] : networks_) hold_dnsmasq(vni, e);
         }
         done();
     });
 }
 
 void NetworkModule::contribute(KeepaliveReport& report) {
+    // Each keepalive has the worker look after the dnsmasq children (only
+    // queued here: the keepalive never waits for it).
+    if (worker_ && !supervise_queued_.exchange(true))
+        on_worker("dnsmasq supervision", [this] {
+            supervise_queued_ = false;
+            supervise_dnsmasq();
+        });
     if (report.router_state != "primary" || !upstream_floating_ || upstream_ip_written_) return;
     report.write(schema::path("base.config.upstream_ip"), *upstream_floating_);
     upstream_ip_written_ = true;
@@ -360,6 +465,7 @@ void NetworkModule::reconcile(const std::string& vni) {
         if (r.changes.empty()) log_.debug("Network {}: links in place, nothing changed", vni);
         else log_.ok("Network {} ({}): {}", vni, n.type == NetType::managed ? "managed" : "bridged", join(r.changes));
         apply_firewall(vni, e, n);
+        apply_dhcp(vni, e, n, keys);
         // Written after the links: the watch fires again, finds the value
         // equal and changes nothing (§5.2). Only over the value just read:
         // never re-create the key of a network being deleted, never
@@ -451,7 +557,6 @@ void NetworkModule::apply_firewall(const std::string& vni, Entry& e, const Clien
     }
     auto out = firewall_->apply(fw);
     if (out.ok) {
-        e.firewalled = true;
         if (!e.firewall_error.empty()) log_.ok("Network {}: firewall rules accepted again", vni);
         else if (out.changed) log_.ok("Network {}: firewall rules in place ({} ACLs)", vni, fw.acls.size());
         e.firewall_error.clear();
@@ -466,6 +571,189 @@ void NetworkModule::apply_firewall(const std::string& vni, Entry& e, const Clien
     e.firewall_error = why;
     std::lock_guard g(failed_m_);
     refused_fw_[vni] = why;
+}
+
+}  // namespace pvc::network
+
+namespace pvc::network {
+
+void NetworkModule::apply_dhcp(const std::string& vni, Entry& e, const ClientNetwork& n, const NetworkKeys& keys) {
+    if (n.type != NetType::managed) return;
+    DhcpNetwork d;
+    d.vni = n.vni;
+    d.domain = key_value(keys, "domain").value_or("");
+    d.gw4 = n.ip4_gateway;
+    d.gw6 = n.ip6_gateway;
+    d.ipv6 = flag(keys, "dhcp6_flag") && n.ip6_network.has_value();
+    d.dhcp4 = flag(keys, "dhcp4_flag");
+    d.dhcp4_start = key_value(keys, "dhcp4_start");
+    d.dhcp4_end = key_value(keys, "dhcp4_end");
+    // Values that reach dnsmasq's arguments (never a shell): a domain of
+    // DNS characters only (',' or '/' would change an option's meaning),
+    // range ends that are IPv4 addresses.
+    std::string problem;
+    if (d.domain.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+        std::string::npos)
+        problem = fmt::format("domain '{}' is not a DNS name: dnsmasq is not run for it", d.domain);
+    for (const auto* end : {&d.dhcp4_start, &d.dhcp4_end})
+        if (*end && reservation_problem({"00:00:00:00:00:00", **end}) != "")
+            problem = fmt::format("DHCPv4 range end '{}' is not an IPv4 address: dnsmasq is not run for it", **end);
+    if (problem != e.dhcp_problem && !problem.empty()) log_.error("Network {}: {}", vni, problem);
+    e.dhcp_problem = problem;
+    if (!problem.empty()) {
+        e.dhcp.reset();
+    } else {
+        e.dhcp = d;
+    }
+    sync_reservations(vni, e);
+    hold_dnsmasq(vni, e);
+}
+
+void NetworkModule::refresh_dhcp(const std::string& vni) {
+    auto found = networks_.find(vni);
+    if (found == networks_.end() || !found->second.applied) return;
+    sync_reservations(vni, found->second);
+}
+
+void NetworkModule::sync_reservations(const std::string& vni, Entry& e) {
+    if (!e.applied || e.applied->type != NetType::managed) return;
+    std::vector<Reservation> wanted;
+    auto macs = zk_->children(schema::path("network.reservation", {vni}));
+    if (!macs) return;  // not readable now: the files stay as they are
+    for (const auto& mac : *macs) {
+        auto ip = zk_->get(schema::path("reservation.ip", {vni, mac}));
+        if (!ip) continue;
+        Reservation r{mac, *ip};
+        if (std::string why = reservation_problem(r); !why.empty()) {
+            log_.warn("Network {}: reservation {} skipped: {}", vni, mac, why);
+            continue;
+        }
+        wanted.push_back(r);
+    }
+    try {
+        bool hup = sync_host_files(dynamic_dir_ / "dnsmasq" / vni, wanted);
+        if (hup && e.dnsmasq && e.dnsmasq->running()) {
+            e.dnsmasq->reload();
+            log_.info("Network {}: reservations changed, dnsmasq reloaded", vni);
+        }
+    } catch (const std::exception& ex) {
+        log_.error("Network {}: reservation files: {}", vni, ex.what());
+    }
+}
+
+void NetworkModule::hold_dnsmasq(const std::string& vni, Entry& e) {
+    bool want = router_active_ && e.applied && e.dhcp && wants_dnsmasq(*e.dhcp);
+    if (!want) {
+        if (e.dnsmasq && e.dnsmasq->running()) {
+            e.dnsmasq->stop();
+            log_.ok("Network {}: dnsmasq stopped", vni);
+        }
+        e.dnsmasq.reset();
+        return;
+    }
+    std::string why_not;
+    auto args = dnsmasq_arguments(*e.dhcp, {lease_helper_, dynamic_dir_ / "dnsmasq" / vni}, &why_not);
+    if (!why_not.empty()) log_.warn("Network {}: {}", vni, why_not);
+    if (e.dnsmasq && e.dnsmasq->args() == args) return;
+    if (e.dnsmasq) {
+        e.dnsmasq->stop();
+        log_.info("Network {}: its DHCP/DNS settings changed: dnsmasq restarted", vni);
+    }
+    std::vector<std::string> env = {"DNSMASQ_BRIDGE_INTERFACE=vmbr" + vni, "PVCD_CONFIG_FILE=" + lease_config_.string()};
+    e.dnsmasq = std::make_unique<Dnsmasq>(dnsmasq_exe_, std::move(args), std::move(env),
+                                          log_dir_ / "dnsmasq" / ("dnsmasq-" + vni + ".log"));
+    auto ev = e.dnsmasq->supervise();
+    if (ev.kind == Dnsmasq::Event::started) log_.ok("Network {}: dnsmasq started ({})", vni, ev.what);
+    else log_.error("Network {}: dnsmasq did not start: {}; next try in {} ms", vni, ev.what, ev.next_try.count());
+}
+
+void NetworkModule::supervise_dnsmasq() {
+    for (auto& [vni, e] : networks_) {
+        if (!e.dnsmasq) continue;
+        auto ev = e.dnsmasq->supervise();
+        switch (ev.kind) {
+        case Dnsmasq::Event::none: break;
+        case Dnsmasq::Event::started: log_.ok("Network {}: dnsmasq restarted ({})", vni, ev.what); break;
+        case Dnsmasq::Event::exited:
+            log_.warn("Network {}: dnsmasq exited ({}); restarting in {} ms", vni, ev.what, ev.next_try.count());
+            break;
+        case Dnsmasq::Event::start_failed:
+            log_.error("Network {}: dnsmasq did not start: {}; next try in {} ms", vni, ev.what, ev.next_try.count());
+            break;
+        }
+    }
+}
+
+}  // namespace pvc::network
+
+namespace pvc::network {
+
+void NetworkModule::start_sriov() {
+    try {
+        vf_control_ = netlink_vf_control();
+        SriovSysfs sys;
+        auto reg = register_sriov(*zk_, node_, sriov_devices_, sys, *vf_control_);
+        for (const auto& line : reg.log) {
+            if (line.rfind("ok: ", 0) == 0) log_.ok("{}", line.substr(4));
+            else if (line.rfind("error: ", 0) == 0) log_.error("{}", line.substr(7));
+            else log_.warn("{}", line.substr(line.find(' ') + 1));
+        }
+        for (const auto& name : reg.vfs) {
+            auto pf = zk_->get(schema::path("sriov_vf.pf", {node_, name}));
+            if (!pf || name.size() <= pf->size() + 1) continue;
+            Vf& vf = vfs_[name];
+            vf.pf = *pf;
+            vf.index = static_cast<uint32_t>(std::stoul(name.substr(pf->size() + 1)));
+            // §9.4: the VF netdev's MTU (no up; absent when bound to vfio).
+            if (auto mtu = zk_->get(schema::path("sriov_vf.mtu", {node_, name}))) {
+                try {
+                    if (!vf_control_->set_mtu(name, static_cast<unsigned>(std::stoul(*mtu))))
+                        log_.debug("SR-IOV VF {}: no netdev (bound to vfio?): MTU not set", name);
+                } catch (const std::exception& ex) {
+                    log_.warn("SR-IOV VF {}: MTU '{}': {}", name, *mtu, ex.what());
+                }
+            }
+            // Any config key: the whole configuration again, in one request
+            // (the first calls, at once, are the start's apply).
+            auto changed = [this, name](const std::optional<std::string>&, const zk::Stat&) {
+                {
+                    std::lock_guard g(pending_m_);
+                    if (!vf_pending_.insert(name).second) return;
+                }
+                on_worker("VF " + name, [this, name] {
+                    {
+                        std::lock_guard g(pending_m_);
+                        vf_pending_.erase(name);
+                    }
+                    apply_vf(name);
+                });
+            };
+            for (const char* k : {"vlan_id", "vlan_qos", "tx_rate_min", "tx_rate_max", "spoof_check", "link_state",
+                                  "trust", "query_rss"})
+                vf.watches.push_back(
+                    zk_->watch_data(schema::path(std::string("sriov_vf.config.") + k, {node_, name}), changed));
+        }
+    } catch (const std::exception& ex) {
+        log_.error("SR-IOV: {}", ex.what());
+    }
+}
+
+void NetworkModule::apply_vf(const std::string& name) {
+    auto it = vfs_.find(name);
+    if (it == vfs_.end() || !vf_control_) return;
+    Vf& vf = it->second;
+    std::vector<std::string> warnings;
+    VfConfig c = read_vf_config(*zk_, node_, name, warnings);
+    for (const auto& w : warnings) log_.warn("SR-IOV VF {}: {}", name, w);
+    if (vf.applied && *vf.applied == c) return;
+    try {
+        vf_control_->configure(vf.pf, vf.index, c);
+        vf.applied = c;
+        log_.ok("SR-IOV VF {}: vlan {} qos {}, tx rate {}-{}, spoof check {}, link state {}, trust {}, query_rss {}", name,
+                c.vlan_id, c.vlan_qos, c.tx_rate_min, c.tx_rate_max, c.spoof_check, c.link_state, c.trust, c.query_rss);
+    } catch (const std::exception& ex) {
+        log_.error("SR-IOV VF {}: configuration refused: {}", name, ex.what());
+    }
 }
 
 }  // namespace pvc::network

@@ -11,14 +11,17 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "pvc/module.hpp"
 
 #include "client_network.hpp"
+#include "dnsmasq.hpp"
 #include "firewall.hpp"
 #include "host_network.hpp"
 #include "netlink.hpp"
+#include "sriov.hpp"
 
 namespace pvc::network {
 
@@ -52,11 +55,13 @@ private:
         std::string error;                // the last reason it was refused
         std::string firewall_error;       // the last reason its rules were refused
         std::vector<std::string> gateways;  // its gateway addresses as last read
-        bool firewalled = false;          // its chains are ours to remove
+        std::optional<DhcpNetwork> dhcp;  // its dnsmasq's inputs as last read (managed, valid)
+        std::unique_ptr<Dnsmasq> dnsmasq; // router-active only
+        std::string dhcp_problem;         // the last thing said about its DHCP set-up
     };
     // What a watch asks the worker to redo for a network; coalesced: a burst
     // of events is one pass over the state read at that time.
-    enum Work : unsigned { work_links = 1, work_firewall = 2 };
+    enum Work : unsigned { work_links = 1, work_firewall = 2, work_dhcp = 4 };
     void schedule(const std::string& vni, unsigned work);
     void run_scheduled(const std::string& vni);
     void watch_network(const std::string& vni, Entry& e);
@@ -64,6 +69,17 @@ private:
     std::optional<NetworkKeys> read_keys(const std::string& vni, zk::Stat* mtu_stat);
     void apply_firewall(const std::string& vni, Entry& e, const ClientNetwork& n);
     void refresh_firewall(const std::string& vni);
+    // §6.3–6.5: the network's reservation files (every node), and its dnsmasq
+    // held exactly while router-active (restarted when its arguments change).
+    void apply_dhcp(const std::string& vni, Entry& e, const ClientNetwork& n, const NetworkKeys& keys);
+    void refresh_dhcp(const std::string& vni);
+    void sync_reservations(const std::string& vni, Entry& e);
+    void hold_dnsmasq(const std::string& vni, Entry& e);
+    // Reaps and restarts (with backoff) dnsmasq instances that died.
+    void supervise_dnsmasq();
+    // §9.3, §9.4: registration, then each VF's configuration as ZooKeeper says.
+    void start_sriov();
+    void apply_vf(const std::string& vf);
     // Everything below runs on the worker (one thread: serialised).
     void sync(const std::vector<std::string>& children);
     // Once, on the first /networks read: links of networks deleted while
@@ -93,7 +109,23 @@ private:
     std::shared_ptr<zk::Session> zk_;
     std::unique_ptr<Netlink> nl_;
     std::map<std::string, Entry> networks_;
-    std::filesystem::path dynamic_dir_;
+    std::filesystem::path dynamic_dir_, log_dir_;
+    std::vector<std::string> coordinators_;
+    std::filesystem::path dnsmasq_exe_ = "/usr/sbin/dnsmasq";
+    std::filesystem::path lease_helper_;      // beside the module
+    std::filesystem::path lease_config_;      // what PVCD_CONFIG_FILE names for the helper
+    std::atomic<bool> supervise_queued_{false};
+    bool sriov_ = false;
+    std::vector<SriovDevice> sriov_devices_;
+    std::unique_ptr<VfControl> vf_control_;                       // worker only
+    struct Vf {
+        std::string pf;
+        uint32_t index = 0;
+        std::optional<VfConfig> applied;
+        std::vector<std::shared_ptr<zk::Watch>> watches;
+    };
+    std::map<std::string, Vf> vfs_;                               // worker only
+    std::set<std::string> vf_pending_;                            // under pending_m_
     std::unique_ptr<Firewall> firewall_;                          // worker only; null if nft is unusable
     std::mutex pending_m_;
     std::map<std::string, unsigned> pending_;                     // VNI -> Work bits queued

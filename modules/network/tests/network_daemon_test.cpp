@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <ctime>
+#include <sstream>
 #include <cstdio>
 #include <thread>
 #include <fstream>
@@ -82,6 +84,42 @@ import sys
 from kazoo.client import KazooClient
 zk = KazooClient(hosts=sys.argv[1]); zk.start()
 zk.delete("/networks/%s/firewall_rules/%s/%s" % tuple(sys.argv[2:5]), recursive=True)
+zk.stop()
+)";
+
+// `pvc network add ... --dhcp` and `pvc network dhcp add` (a reservation).
+const char* add_dhcp_network_py = R"(
+import sys
+from kazoo.client import KazooClient
+hosts, vni, net4, gw4, start, end, mac, ip = sys.argv[1:9]
+zk = KazooClient(hosts=hosts); zk.start()
+p = "/networks/" + vni
+t = zk.transaction()
+t.create(p, ("net" + vni).encode())
+for k, v in [("nettype", "managed"), ("mtu", ""), ("domain", "net%s.local" % vni), ("name_servers", ""),
+             ("ip6_network", "None"), ("ip6_gateway", "None"), ("dhcp6_flag", "False"), ("ip4_network", net4),
+             ("ip4_gateway", gw4), ("dhcp4_flag", "True"), ("dhcp4_start", start), ("dhcp4_end", end),
+             ("dhcp4_reservations", ""), ("dhcp4_leases", ""), ("firewall_rules", ""),
+             ("firewall_rules/in", ""), ("firewall_rules/out", ""),
+             ("dhcp4_reservations/" + mac, "static"), ("dhcp4_reservations/%s/ipaddr" % mac, ip),
+             ("dhcp4_reservations/%s/hostname" % mac, "reserved")]:
+    t.create(p + "/" + k, v.encode())
+r = t.commit()
+bad = [x for x in r if isinstance(x, Exception)]
+if bad: print(bad); sys.exit(1)
+zk.stop()
+)";
+
+// The leases as the reference client reads them (`pvc network dhcp list`).
+const char* leases_py = R"(
+import sys, json
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+root = "/networks/%s/dhcp4_leases" % sys.argv[2]
+out = {}
+for mac in zk.get_children(root):
+    out[mac] = {k: zk.get("%s/%s/%s" % (root, mac, k))[0].decode() for k in ("expiry", "ipaddr", "hostname", "clientid")}
+print(json.dumps(out))
 zk.stop()
 )";
 
@@ -165,6 +203,9 @@ protected:
         in_sw_ = new InNetns(sw_->name());
         zk_ = new pvc::test::ZkServer("0.0.0.0");
         dir_ = new pvc::test::TempDir("pvc-net");
+        // dnsmasq drops root and reads its hosts directory as another user, as
+        // under the packaged dynamic directory (world-traversable).
+        std::filesystem::permissions(dir_->path(), std::filesystem::perms(0755));
         std::string port = std::to_string(zk_->port());
         node1_ = new Node(1, *ns1_, dir_->path(), port);
         node2_ = new Node(2, *ns2_, dir_->path(), port);
@@ -182,7 +223,7 @@ protected:
         session_.reset();
         delete zk_;
         delete in_sw_;
-        for (const char* g : {"g1", "g2", "g3", "g4"}) run({"ip", "netns", "del", ns_prefix() + g});
+        for (const char* g : {"g1", "g2", "g3", "g4", "g5", "g6"}) run({"ip", "netns", "del", ns_prefix() + g});
         delete ns1_;
         delete ns2_;
         delete sw_;
@@ -234,6 +275,57 @@ protected:
             if (a.at("local").get<std::string>() + "/" + std::to_string(a.at("prefixlen").get<int>()) == cidr)
                 return true;
         return false;
+    }
+    // The pids of dnsmasq instances serving network `vni` in a node's
+    // namespace (not dnsmasq's own script-runner child, which has its cmdline).
+    static std::vector<int> dnsmasq_pids(const Netns& ns, const std::string& vni) {
+        std::vector<int> out;
+        std::istringstream pids(run({"ip", "netns", "pids", ns.name()}).out);
+        auto serving = [&](int pid) {
+            std::string cmdline = pvc::test::slurp("/proc/" + std::to_string(pid) + "/cmdline");
+            std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+            return cmdline.rfind("/usr/sbin/dnsmasq ", 0) == 0 && cmdline.find("/dnsmasq/" + vni + " ") != std::string::npos;
+        };
+        for (int pid; pids >> pid;) {
+            if (!serving(pid)) continue;
+            std::string status = pvc::test::slurp("/proc/" + std::to_string(pid) + "/status");
+            auto p = status.find("PPid:");
+            int ppid = p == std::string::npos ? 0 : std::atoi(status.c_str() + p + 5);
+            if (!serving(ppid)) out.push_back(pid);
+        }
+        return out;
+    }
+    static std::string dnsmasq_log(const std::string& node, const std::string& vni) {
+        return pvc::test::slurp(dir_->path() / node / "log" / "dnsmasq" / ("dnsmasq-" + vni + ".log"));
+    }
+    // A DHCP client in guest `name` (on `bridge` of `node`, with `mac`): the address it was offered.
+    static std::string dhcp_lease(const Netns& node, const std::string& name, const std::string& bridge,
+                                  const std::string& mac) {
+        std::string g = ns_prefix() + name;
+        run({"ip", "netns", "del", g});
+        must({"ip", "netns", "add", g});
+        must({"ip", "-n", node.name(), "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", g});
+        must({"ip", "-n", node.name(), "link", "set", name, "master", bridge, "up"});
+        must({"ip", "-n", g, "link", "set", "eth0", "address", mac, "up"});
+        auto r = run({"ip", "netns", "exec", g, "busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-t", "8", "-T", "1", "-s",
+                      "/bin/true"});
+        auto p = r.out.find("lease of ");
+        if (p == std::string::npos) return "no lease: " + r.out;
+        return r.out.substr(p + 9, r.out.find(' ', p + 9) - p - 9);
+    }
+    static json leases(const std::string& vni) {
+        auto r = pvc::test::run_python(leases_py, {zk_->hosts(), vni});
+        EXPECT_EQ(r.status, 0) << r.out << r.err;
+        return r.status == 0 ? json::parse(r.out) : json::object();
+    }
+    static std::string primary_node() {
+        std::string primary;
+        eventually([&] {
+            primary = session_->get("/config/primary_node").value_or("");
+            return (primary == "hv1" || primary == "hv2") &&
+                   session_->get("/nodes/" + primary + "/routerstate").value_or("") == "primary";
+        }, std::chrono::seconds(20));
+        return primary;
     }
     static bool ping(const std::string& guest, const std::string& to) {
         return run({"ip", "netns", "exec", ns_prefix() + guest, "busybox", "ping", "-c", "1", "-W", "1", to}).status == 0;
@@ -443,6 +535,56 @@ TEST_F(NetworkDaemon, MalformedAclOnOneNetworkLeavesTheOtherNetworksTrafficAndCh
     EXPECT_TRUE(running(*node1_, std::chrono::seconds(1)));
 }
 
+// §6.3–6.6: the primary runs dnsmasq for a managed network; a guest on it
+// gets its reserved address, another one from the pool, and the leases are
+// in ZooKeeper as the reference client reads them.
+TEST_F(NetworkDaemon, DhcpOnThePrimaryGivesReservedAndPoolAddressesAndRecordsTheLeases) {
+    std::string primary = primary_node();
+    ASSERT_FALSE(primary.empty());
+    const Netns& router = primary == "hv1" ? *ns1_ : *ns2_;
+    const Netns& other = primary == "hv1" ? *ns2_ : *ns1_;
+    client(add_dhcp_network_py, {zk_->hosts(), "1010", "10.210.0.0/24", "10.210.0.1", "10.210.0.100", "10.210.0.150",
+                                 "52:54:00:10:10:05", "10.210.0.5"});
+    ASSERT_TRUE(eventually([&] { return dnsmasq_pids(router, "1010").size() == 1; }, std::chrono::seconds(15)))
+        << node1_->log() << node2_->log();
+    EXPECT_TRUE(dnsmasq_pids(other, "1010").empty());
+    // The reservation file, on every node (§6.5 [DEV]).
+    for (const Node* n : {node1_, node2_})
+        EXPECT_EQ(pvc::test::slurp(dir_->path() / n->name() / "run" / "dnsmasq" / "1010" / "52:54:00:10:10:05"),
+                  "52:54:00:10:10:05,10.210.0.5");
+
+    EXPECT_EQ(dhcp_lease(router, "g4", "vmbr1010", "52:54:00:10:10:05"), "10.210.0.5") << dnsmasq_log(primary, "1010");
+    std::string pool = dhcp_lease(router, "g5", "vmbr1010", "52:54:00:10:10:06");
+    EXPECT_EQ(pool.rfind("10.210.0.1", 0), 0u) << pool;  // 10.210.0.100-150
+    EXPECT_GE(std::stoi(pool.substr(pool.rfind('.') + 1)), 100) << pool;
+    json l;
+    EXPECT_TRUE(eventually([&] { l = leases("1010"); return l.size() == 2; })) << l.dump();
+    ASSERT_TRUE(l.contains("52:54:00:10:10:05")) << l.dump();
+    EXPECT_EQ(l["52:54:00:10:10:05"]["ipaddr"], "10.210.0.5");
+    EXPECT_EQ(l["52:54:00:10:10:05"]["clientid"], "01:52:54:00:10:10:05");
+    EXPECT_GT(std::stoll(l["52:54:00:10:10:05"]["expiry"].get<std::string>()), std::time(nullptr) + 47 * 3600);
+    EXPECT_EQ(l["52:54:00:10:10:06"]["ipaddr"], pool);
+    EXPECT_EQ(l["52:54:00:10:10:05"]["hostname"], "");  // busybox sends none
+}
+
+// dnsmasq dying is noticed at the next keepalive and it is started again
+// (with backoff); the daemon and its keepalive go on.
+TEST_F(NetworkDaemon, DnsmasqThatDiesIsRestarted) {
+    std::string primary = primary_node();
+    const Netns& router = primary == "hv1" ? *ns1_ : *ns2_;
+    Node* node = primary == "hv1" ? node1_ : node2_;
+    auto pids = dnsmasq_pids(router, "1010");
+    ASSERT_EQ(pids.size(), 1u) << "needs network 1010";
+    ::kill(pids[0], SIGKILL);
+    EXPECT_TRUE(eventually([&] {
+        auto now = dnsmasq_pids(router, "1010");
+        return now.size() == 1 && now[0] != pids[0];
+    }, std::chrono::seconds(15))) << node->log();
+    std::string log = node->log();
+    EXPECT_NE(log.find("Network 1010: dnsmasq exited (killed by signal 9); restarting in"), std::string::npos) << log;
+    EXPECT_TRUE(running(*node, std::chrono::seconds(1)));
+}
+
 // The router role (§6.2, §8): the primary holds the floating addresses (on
 // the role's bridge, §8.1 [DEV]) and every managed network's gateway; a
 // `pvc node primary` (a client's write of /config/primary_node) moves them.
@@ -511,6 +653,18 @@ TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
               << " (0.1 s apart: about " << gap << " s without its gateway)\n";
     // The issue's bound: a guest keeps reaching its gateway within 2 s.
     EXPECT_LE(gap, 2.0);
+
+    // dnsmasq moved with the role (§8.2 phase G, §8.3 phase B): a guest on
+    // the new primary's vmbr1010 gets a lease from it, recorded in ZooKeeper.
+    if (ifindex(new_ns, "vmbr1010") > 0) {
+        EXPECT_TRUE(eventually([&] { return dnsmasq_pids(new_ns, "1010").size() == 1 && dnsmasq_pids(old_ns, "1010").empty(); },
+                               std::chrono::seconds(10))) << node1_->log() << node2_->log();
+        std::string a = dhcp_lease(new_ns, "g6", "vmbr1010", "52:54:00:10:10:07");
+        EXPECT_EQ(a.rfind("10.210.0.1", 0), 0u) << a;
+        EXPECT_TRUE(eventually([&] { return leases("1010").contains("52:54:00:10:10:07"); }));
+    } else {
+        ADD_FAILURE() << "network 1010 (the DHCP test's) is missing";
+    }
 }
 
 TEST_F(NetworkDaemon, RemovedNetworkIsTornDownOnBothNodes) {
