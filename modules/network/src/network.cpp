@@ -743,12 +743,12 @@ void NetworkModule::apply_vf(const std::string& name) {
     if (it == vfs_.end() || !vf_control_) return;
     Vf& vf = it->second;
     std::vector<std::string> warnings;
-    VfConfig c = read_vf_config(*zk_, node_, name, warnings);
-    for (const auto& w : warnings) log_.warn("SR-IOV VF {}: {}", name, w);
-    if (vf.applied && *vf.applied == c) return;
     try {
-        vf_control_->configure(vf.pf, vf.index, c);
-        vf.applied = c;
+        auto sent = apply_vf_config(*zk_, node_, name, vf.pf, vf.index, *vf_control_, vf.applied, warnings);
+        for (const auto& w : warnings) log_.warn("SR-IOV VF {}: {}", name, w);
+        if (!sent) return;
+        vf.applied = sent;
+        const VfConfig& c = *sent;
         log_.ok("SR-IOV VF {}: vlan {} qos {}, tx rate {}-{}, spoof check {}, link state {}, trust {}, query_rss {}", name,
                 c.vlan_id, c.vlan_qos, c.tx_rate_min, c.tx_rate_max, c.spoof_check, c.link_state, c.trust, c.query_rss);
     } catch (const std::exception& ex) {

@@ -336,4 +336,13 @@ VfConfig read_vf_config(zk::Session& zk, const std::string& node, const std::str
     return parse_vf_config(values, warnings);
 }
 
+std::optional<VfConfig> apply_vf_config(zk::Session& zk, const std::string& node, const std::string& vf,
+                                        const std::string& pf, uint32_t index, VfControl& control,
+                                        const std::optional<VfConfig>& applied, std::vector<std::string>& warnings) {
+    VfConfig c = read_vf_config(zk, node, vf, warnings);
+    if (applied && *applied == c) return std::nullopt;
+    control.configure(pf, index, c);
+    return c;
+}
+
 }  // namespace pvc::network

@@ -96,9 +96,14 @@ struct SriovRegistration {
 SriovRegistration register_sriov(zk::Session& zk, const std::string& node, const std::vector<SriovDevice>& devices,
                                  const SriovSysfs& sys, VfControl& control);
 
-// §9.4: a VF's MTU and configuration read from ZooKeeper and applied.
-// Returns the configuration applied (for the caller to skip repeats).
+// §9.4: a VF's configuration as ZooKeeper holds it.
 VfConfig read_vf_config(zk::Session& zk, const std::string& node, const std::string& vf,
                         std::vector<std::string>& warnings);
+// Reads it and, when it differs from `applied` (what was sent last), sends
+// the whole of it in one request. Returns what was sent, nothing when
+// unchanged; throws when the kernel refuses.
+std::optional<VfConfig> apply_vf_config(zk::Session& zk, const std::string& node, const std::string& vf,
+                                        const std::string& pf, uint32_t index, VfControl& control,
+                                        const std::optional<VfConfig>& applied, std::vector<std::string>& warnings);
 
 }  // namespace pvc::network
