@@ -4,7 +4,12 @@
 // bridge up), the same network deleted (both links gone), and a batch of
 // networks written at once (each timed from its own write, and the batch
 // until the last one is in place). A switch namespace holds a private
-// ZooKeeper; the write is the reference client's one transaction. Root only.
+// ZooKeeper; the write is the reference client's one transaction. Then, with
+// the batch's networks in place, an ACL added to / deleted from one network
+// (client write -> the rule in / out of the kernel's chain, read through
+// libnftables), and the rule handles of every other network's chains (and
+// the base and dispatch chains) compared before and after: the reference
+// reloads the whole ruleset on every change. Root only.
 //   network_bench [runs batch]   default 20 100
 #include <algorithm>
 #include <chrono>
@@ -17,7 +22,9 @@
 #include <boost/process.hpp>
 #include <fmt/format.h>
 
+#include "firewall.hpp"
 #include "netlink.hpp"
+#include "nft.hpp"
 #include "netns.hpp"
 #include "network_config.hpp"
 #include "pvc/cluster.hpp"
@@ -67,6 +74,23 @@ bool in_place(const std::map<std::string, LinkState>& links, uint32_t vni) {
 }
 bool gone(const std::map<std::string, LinkState>& links, uint32_t vni) {
     return !links.count("vxlan" + std::to_string(vni)) && !links.count("vmbr" + std::to_string(vni));
+}
+
+// chain -> its rules' handles, for table inet filter.
+std::map<std::string, std::vector<uint64_t>> handles(Nftables& nft) {
+    std::map<std::string, std::vector<uint64_t>> out;
+    nlohmann::json j = nft.list("list table inet filter");
+    if (!j.is_object()) return out;
+    for (const auto& item : j["nftables"]) {
+        if (item.contains("chain")) out[item["chain"]["name"].get<std::string>()];
+        if (item.contains("rule")) out[item["rule"]["chain"].get<std::string>()].push_back(item["rule"]["handle"]);
+    }
+    return out;
+}
+
+bool chain_has(Nftables& nft, const std::string& chain, const std::string& text) {
+    nlohmann::json j = nft.list("list chain inet filter " + chain);
+    return j.is_object() && j.dump().find(text) != std::string::npos;
 }
 
 std::map<std::string, LinkState> snapshot(Netlink& nl) {
@@ -168,12 +192,71 @@ int main(int argc, char** argv) {
     if (pending) return fail(fmt::format("{} of {} batch networks not in place after 120 s", pending, batch));
     double batch_ms = ms(Clock::now() - b0);
 
+    // ACLs on network 6000 while the batch's networks exist. The kernel is
+    // read from the node's namespace (a thread of its own enters it).
+    std::vector<double> acl_add, acl_del;
+    std::string acl_error;
+    size_t other_chains = 0, changed_chains = 0;
+    std::thread acl([&] {
+        try {
+            InNetns in(node.name());
+            Nftables nft;
+            const std::string root = "/networks/6000/firewall_rules/in/";
+            auto poll = [&](auto pred) {
+                auto deadline = Clock::now() + limit;
+                while (Clock::now() < deadline) {
+                    if (pred()) return true;
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
+                return false;
+            };
+            if (!poll([&] { return chain_has(nft, "vxlan6099-in", "counter"); }))
+                throw std::runtime_error("the batch's firewall chains are not in place");
+            auto before = handles(nft);
+            for (int i = 0; i < runs; ++i) {
+                std::string desc = "bench" + std::to_string(i), port = std::to_string(20000 + i);
+                auto t0 = Clock::now();
+                pvc::zk::Transaction t(*session);
+                t.create(root + desc, "");
+                t.create(root + desc + "/rule", "tcp dport " + port + " drop");
+                t.create(root + desc + "/order", std::to_string(i));
+                if (t.commit() != pvc::zk::Status::ok) throw std::runtime_error("ACL write failed");
+                if (!poll([&] { return chain_has(nft, "vxlan6000-in", port); }))
+                    throw std::runtime_error("ACL " + desc + " not in the kernel after 60 s");
+                acl_add.push_back(ms(Clock::now() - t0));
+            }
+            for (int i = 0; i < runs; ++i) {
+                std::string desc = "bench" + std::to_string(i), port = std::to_string(20000 + i);
+                auto t0 = Clock::now();
+                session->remove_recursive(root + desc);
+                if (!poll([&] { return !chain_has(nft, "vxlan6000-in", port); }))
+                    throw std::runtime_error("ACL " + desc + " still in the kernel after 60 s");
+                acl_del.push_back(ms(Clock::now() - t0));
+            }
+            auto after = handles(nft);
+            for (const auto& [chain, h] : before) {
+                if (chain_vni(chain) == 6000u) continue;
+                ++other_chains;
+                if (after[chain] != h) ++changed_chains;
+            }
+        } catch (const std::exception& e) {
+            acl_error = e.what();
+        }
+    });
+    acl.join();
+    if (!acl_error.empty()) return fail(acl_error);
+
     std::printf("client write -> kernel state, pvcnoded in a namespace (%d runs, batch of %d)\n", runs, batch);
     report("network create (vxlan up in vmbr, vmbr up)", create);
     report("network delete (vxlan and vmbr gone)", remove);
     report(fmt::format("batch of {}: each from its own write", batch), each);
     std::printf("%-52s %8.1f ms (writes took %.1f ms)\n", fmt::format("batch of {}: first write -> last in place", batch).c_str(),
                 batch_ms, writes_ms);
+
+    report(fmt::format("ACL added to 1 of {} networks (rule in its chain)", batch), acl_add);
+    report(fmt::format("ACL deleted from 1 of {} networks (rule gone)", batch), acl_del);
+    std::printf("%-52s %zu of %zu chains changed (rule handles compared)\n",
+                fmt::format("after {} ACL changes, the other chains", 2 * runs).c_str(), changed_chains, other_chains);
 
     ::kill(daemon.id(), SIGTERM);
     if (!daemon.wait_for(std::chrono::seconds(60))) ::kill(daemon.id(), SIGKILL);
