@@ -212,6 +212,9 @@ int main(int argc, char** argv) {
             };
             if (!poll([&] { return chain_has(nft, "vxlan6099-in", "counter"); }))
                 throw std::runtime_error("the batch's firewall chains are not in place");
+            // Steady state: the batch's second passes (after the MTU
+            // write-backs) are done; an ACL is not queued behind them.
+            std::this_thread::sleep_for(std::chrono::seconds(5));
             auto before = handles(nft);
             for (int i = 0; i < runs; ++i) {
                 std::string desc = "bench" + std::to_string(i), port = std::to_string(20000 + i);

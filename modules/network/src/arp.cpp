@@ -42,6 +42,12 @@ struct __attribute__((packed)) ArpPacket {
 }  // namespace
 
 void send_gratuitous_arp(const std::string& ifname, const std::string& ipv4) {
+    send_arp_announcement(ifname, ipv4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    send_arp_announcement(ifname, ipv4);
+}
+
+void send_arp_announcement(const std::string& ifname, const std::string& ipv4) {
     in_addr ip{};
     if (inet_pton(AF_INET, ipv4.c_str(), &ip) != 1) throw std::runtime_error("'" + ipv4 + "' is not an IPv4 address");
     unsigned ifindex = if_nametoindex(ifname.c_str());
@@ -71,11 +77,8 @@ void send_gratuitous_arp(const std::string& ifname, const std::string& ipv4) {
     to.sll_ifindex = static_cast<int>(ifindex);
     to.sll_halen = 6;
     std::memset(to.sll_addr, 0xff, 6);
-    for (int i = 0; i < 2; ++i) {
-        if (i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (::sendto(s.fd, &p, sizeof p, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) != sizeof p)
-            fail("sending ARP on " + ifname);
-    }
+    if (::sendto(s.fd, &p, sizeof p, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) != sizeof p)
+        fail("sending ARP on " + ifname);
 }
 
 }  // namespace pvc::network

@@ -11,5 +11,8 @@ namespace pvc::network {
 // sender MAC = the interface's, sender IP = target IP = `ipv4`. Throws
 // std::runtime_error on failure (callers log it as a warning).
 void send_gratuitous_arp(const std::string& ifname, const std::string& ipv4);
+// One of those replies (the module sends the second from a timer, so its
+// worker never waits the 20 ms).
+void send_arp_announcement(const std::string& ifname, const std::string& ipv4);
 
 }  // namespace pvc::network

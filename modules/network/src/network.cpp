@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -130,6 +132,7 @@ void NetworkModule::on_worker(std::string what, Fn fn) {
 
 void NetworkModule::start(NodeContext& ctx) {
     log_ = ctx.logger;
+    executor_ = &ctx.executor;
     zk_ = ctx.zk;
     worker_ = std::make_unique<ModulePool>(ctx.executor, "network", 1);
     on_worker("netlink", [this] { nl_ = std::make_unique<Netlink>(); });
@@ -367,8 +370,22 @@ void NetworkModule::hold(const std::string& link, const std::string& cidr, bool 
             nl_->add_address(l->ifindex, cidr);
             log_.ok("Address {} added to {}", cidr, link);
             if (cidr.find(':') == std::string::npos && link != "lo") {
+                // Two replies 20 ms apart (§6.2): the second from a timer, so
+                // a takeover of many networks does not wait 20 ms for each.
+                std::string ip = cidr.substr(0, cidr.find('/'));
                 try {
-                    send_gratuitous_arp(link, cidr.substr(0, cidr.find('/')));
+                    send_arp_announcement(link, ip);
+                    auto timer = std::make_shared<boost::asio::steady_timer>(executor_->io(), std::chrono::milliseconds(20));
+                    // Sent from the event loop itself (a few non-blocking calls):
+                    // nothing of the module is touched, it may be stopping.
+                    timer->async_wait([log = log_, timer, link, ip, cidr](const boost::system::error_code& ec) {
+                        if (ec) return;
+                        try {
+                            send_arp_announcement(link, ip);
+                        } catch (const std::exception& e) {
+                            log.warn("Gratuitous ARP for {} on {}: {}", cidr, link, e.what());
+                        }
+                    });
                 } catch (const std::exception& e) {
                     log_.warn("Gratuitous ARP for {} on {}: {}", cidr, link, e.what());
                 }

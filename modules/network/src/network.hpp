@@ -106,6 +106,7 @@ private:
     std::atomic<bool> upstream_ip_written_{false};
 
     Logger log_;
+    Executor* executor_ = nullptr;            // its io_context times the second ARP reply
     std::shared_ptr<zk::Session> zk_;
     std::unique_ptr<Netlink> nl_;
     std::map<std::string, Entry> networks_;
