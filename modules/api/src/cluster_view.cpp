@@ -147,6 +147,7 @@ void ClusterView::seen() {
 void ClusterView::bump(const std::string& path) {
     ++gen_;
     ++object_gen_[object_root(path)];
+    ++root_gen_[path.substr(0, path.find('/', 1))];
 }
 
 void ClusterView::on_data(const std::string& path, const std::optional<std::string>& data) {
@@ -224,6 +225,11 @@ std::vector<std::string> ClusterView::Reader::children(const std::string& path) 
     auto it = view_.entries_.find(path);
     if (it == view_.entries_.end()) return {};
     return it->second.children;
+}
+
+uint64_t ClusterView::Reader::root_generation(const std::string& root) const {
+    auto it = view_.root_gen_.find(root);
+    return it == view_.root_gen_.end() ? 0 : it->second;
 }
 
 uint64_t ClusterView::Reader::generation(const std::string& object_root) const {

@@ -51,6 +51,8 @@ public:
         // Changes seen under /<a>/<b> (an object: /domains/<uuid>, /nodes/<n>) since start.
         uint64_t generation(const std::string& object_root) const;
         uint64_t generation() const { return view_.gen_; }
+        // Changes seen anywhere under a root ("/domains").
+        uint64_t root_generation(const std::string& root) const;
 
     private:
         friend class ClusterView;
@@ -77,7 +79,7 @@ private:
     std::shared_ptr<zk::Session> zk_;
     mutable std::shared_mutex m_;
     std::map<std::string, Entry> entries_;
-    std::map<std::string, uint64_t> object_gen_;
+    std::map<std::string, uint64_t> object_gen_, root_gen_;
     uint64_t gen_ = 0;
     size_t pending_ = 0;
     bool stopped_ = false;

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <future>
 #include <map>
 #include <mutex>
@@ -206,8 +207,22 @@ private:
                 beast::get_lowest_layer(self->stream_).close();
             });
         } else {
+            // A lingering close: the client may still be sending a body we
+            // refused; reading (and discarding) it for up to a second lets
+            // it finish and read our answer instead of a reset.
             stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-            stream_.close();
+            if (ec) return stream_.close();
+            stream_.expires_after(std::chrono::seconds(1));
+            drain();
+        }
+    }
+
+    void drain() {
+        if constexpr (!std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
+            stream_.async_read_some(net::buffer(scratch_), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                if (ec) return self->stream_.close();
+                self->drain();
+            });
         }
     }
 
@@ -215,6 +230,7 @@ private:
     Stream stream_;
     std::string peer_;
     beast::flat_buffer buffer_;
+    std::array<char, 16384> scratch_{};
     std::optional<http::request_parser<http::string_body>> parser_;
     uint64_t id_ = 0;
     bool keep_alive_ = true;

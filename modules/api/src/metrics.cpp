@@ -46,8 +46,26 @@ std::string raw(double v) {
     return o.str();
 }
 
+void sample_to(std::string& s, const std::string& name, std::initializer_list<std::pair<const char*, std::string>> labels,
+               const std::string& value) {
+    s += name;
+    if (labels.size()) {
+        s += '{';
+        bool first = true;
+        for (const auto& [k, v] : labels) {
+            if (!first) s += ',';
+            first = false;
+            s += k;
+            s += "=\"" + escape(v) + "\"";
+        }
+        s += '}';
+    }
+    s += ' ' + value + '\n';
+}
+
 class Out {
 public:
+    void append(const std::string& text) { s_ += text; }
     void metric(const std::string& name, const std::string& help) {
         s_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n";
     }
@@ -88,7 +106,140 @@ std::string jstr(const Json& j, const char* k) {
     return v.dump();
 }
 
+
+struct VmFamily {
+    std::string declared, help;
+    std::function<void(std::string&, const Json&, const std::string&)> lines;
+};
+
+std::vector<VmFamily> make_vm_families() {
+    static const std::map<std::string, int> state_code = {
+        {"start", 0}, {"migrate", 1}, {"unmigrate", 2}, {"provision", 3}, {"disable", 4}, {"shutdown", 5},
+        {"restart", 6}, {"stop", 7}, {"fail", 8}, {"import", 9}, {"restore", 10}, {"mirror", 99}};
+    auto dflt = [](const std::string& s) { return s.empty() || s == "None" ? std::string("Default") : s; };
+    std::vector<VmFamily> f;
+    auto label1 = [](const char* name, const char* label, const char* key) {
+        return [name, label, key](std::string& o, const Json& v, const std::string& n) {
+            sample_to(o, name, {{"vm", n}, {label, jstr(v, key)}}, "1");
+        };
+    };
+    f.push_back({"pvc_vm_uuid", "PVC VM UUID", label1("pvc_vm_uuid", "uuid", "uuid")});
+    f.push_back({"pvc_vm_description", "PVC VM description", label1("pvc_vm_description", "description", "description")});
+    f.push_back({"pvc_vm_profile", "PVC VM profile", label1("pvc_vm_profile", "profile", "profile")});
+    f.push_back({"pvc_vm_state", "PVC VM state", [](std::string& o, const Json& v, const std::string& n) {
+        auto it = state_code.find(jstr(v, "state"));
+        sample_to(o, "pvc_vm_state", {{"vm", n}, {"state", jstr(v, "state")}}, num(static_cast<long long>(it == state_code.end() ? 0 : it->second)));
+    }});
+    f.push_back({"pvc_vm_failed_reason", "PVC VM failed reason", [](std::string& o, const Json& v, const std::string& n) {
+        std::string fr = jstr(v, "failed_reason");
+        sample_to(o, "pvc_vm_failed_reason", {{"vm", n}, {"failed_reason", fr.empty() ? "N/A" : fr}}, "1");
+    }});
+    f.push_back({"pvc_vm_node_limit", "PVC VM node limit", [](std::string& o, const Json& v, const std::string& n) {
+        std::string lim = "None";
+        if (v["node_limit"].is_array()) {
+            lim = "[";
+            for (size_t i = 0; i < v["node_limit"].size(); ++i) lim += (i ? ", '" : "'") + v["node_limit"][i].get<std::string>() + "'";
+            lim += "]";
+        }
+        sample_to(o, "pvc_vm_node_limit", {{"vm", n}, {"node_limit", lim}}, "1");
+    }});
+    f.push_back({"pvc_vm_node_selector", "PVC VM node selector", [dflt](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_node_selector", {{"vm", n}, {"node_selector", dflt(jstr(v, "node_selector"))}}, "1");
+    }});
+    f.push_back({"pvc_vm_node_autostart", "PVC VM autostart", [](std::string& o, const Json& v, const std::string& n) {
+        bool a = v["node_autostart"].get<bool>();
+        sample_to(o, "pvc_vm_autostart", {{"vm", n}, {"autostart", a ? "True" : "False"}}, a ? "1" : "0");
+    }});
+    f.push_back({"pvc_vm_migration_method", "PVC VM migration method", [dflt](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_migration_method", {{"vm", n}, {"migration_method", dflt(jstr(v, "migration_method"))}}, "1");
+    }});
+    f.push_back({"pvc_vm_tags", "PVC VM tags", [](std::string& o, const Json& v, const std::string& n) {
+        for (const auto& t : v["tags"]) sample_to(o, "pvc_vm_tags", {{"vm", n}, {"tag", jstr(t, "name")}}, "1");
+    }});
+    f.push_back({"pvc_vm_active_node", "PVC VM active node", label1("pvc_vm_active_node", "node", "node")});
+    f.push_back({"pvc_vm_migrated", "PVC VM migration state", [](std::string& o, const Json& v, const std::string& n) {
+        std::string last = jstr(v, "last_node");
+        sample_to(o, "pvc_vm_migrated", {{"vm", n}, {"last_node", last.empty() ? "No" : last}}, last.empty() ? "0" : "1");
+    }});
+    f.push_back({"pvc_vm_machine_type", "PVC VM machine type", label1("pvc_vm_machine_type", "machine_type", "machine")});
+    f.push_back({"pvc_vm_serial_console", "PVC VM serial console", [](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_serial_console", {{"vm", n}}, jstr(v, "console") == "pty" ? "1" : "0");
+    }});
+    f.push_back({"pvc_vm_vnc_console", "PVC VM VNC console", [](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_vnc_console", {{"vm", n}}, jstr(v["vnc"], "listen") == "pty" ? "1" : "0");
+    }});
+    f.push_back({"pvc_vm_vnc_listen_address", "PVC VM VNC listen address", [](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_vnc_listen_address", {{"vm", n}, {"address", jstr(v["vnc"], "listen")}}, "1");
+    }});
+    f.push_back({"pvc_vm_vnc_listen_port", "PVC VM VNC listen port", [](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_vnc_listen_port", {{"vm", n}, {"port", jstr(v["vnc"], "port")}}, "1");
+    }});
+    f.push_back({"pvc_vm_vcpus", "PVC VM vCPUs", [](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_vcpus", {{"vm", n}}, num(static_cast<long long>(jnum(v, "vcpu"))));
+    }});
+    f.push_back({"pvc_vm_vcpu_topology", "PVC VM vCPU topology", label1("pvc_vm_vcpu_topology", "topology", "vcpu_topology")});
+    for (const char* k : {"cpu_time", "user_time", "system_time"}) {
+        std::string name = std::string("pvc_vm_vcpus_") + k;
+        f.push_back({name, "PVC VM vCPU time", [name, k](std::string& o, const Json& v, const std::string& n) {
+            sample_to(o, name, {{"vm", n}}, raw(jnum(v["vcpu_stats"], k) / 1e6));
+        }});
+    }
+    f.push_back({"pvc_vm_memory", "PVC VM memory", [](std::string& o, const Json& v, const std::string& n) {
+        sample_to(o, "pvc_vm_memory", {{"vm", n}}, num(static_cast<long long>(jnum(v, "memory"))));
+    }});
+    for (const char* k : {"actual", "rss", "unused", "available", "usable", "disk_caches"}) {
+        std::string name = std::string("pvc_vm_memory_stats_") + k;
+        f.push_back({name, "PVC VM memory statistic", [name, k](std::string& o, const Json& v, const std::string& n) {
+            sample_to(o, name, {{"vm", n}}, raw(jnum(v["memory_stats"], k)));
+        }});
+    }
+    // Declared without _stats, sampled with it (Q22).
+    for (const char* k : {"swap_in", "swap_out", "major_fault", "minor_fault", "hugetlb_pgalloc", "hugetlb_pgfail"}) {
+        std::string declared = std::string("pvc_vm_memory_") + k, name = std::string("pvc_vm_memory_stats_") + k;
+        f.push_back({declared, "PVC VM memory statistic", [name, k](std::string& o, const Json& v, const std::string& n) {
+            sample_to(o, name, {{"vm", n}}, raw(jnum(v["memory_stats"], k)));
+        }});
+    }
+    f.push_back({"pvc_vm_network_macaddr", "PVC VM network MAC address", [](std::string& o, const Json& v, const std::string& n) {
+        for (const auto& i : v["networks"]) sample_to(o, "pvc_vm_network_macaddr", {{"vm", n}, {"vni", jstr(i, "vni")}, {"macaddr", jstr(i, "mac")}}, "1");
+    }});
+    f.push_back({"pvc_vm_network_model", "PVC VM network model", [](std::string& o, const Json& v, const std::string& n) {
+        for (const auto& i : v["networks"]) sample_to(o, "pvc_vm_network_model", {{"vm", n}, {"vni", jstr(i, "vni")}, {"model", jstr(i, "model")}}, "1");
+    }});
+    for (const char* k : {"rd_packets", "rd_bits", "rd_errors", "rd_drops", "wr_packets", "wr_bits", "wr_errors", "wr_drops"}) {
+        std::string name = std::string("pvc_vm_network_") + k, key = k;
+        bool bits = key.find("bits") != std::string::npos;
+        if (bits) key = key.substr(0, 3) + "bytes";
+        f.push_back({name, "PVC VM network statistic", [name, key, bits](std::string& o, const Json& v, const std::string& n) {
+            for (const auto& i : v["networks"])
+                sample_to(o, name, {{"vm", n}, {"vni", jstr(i, "vni")}}, raw(jnum(i, key.c_str()) * (bits ? 8 : 1)));
+        }});
+    }
+    for (const char* k : {"rd_req", "rd_bytes", "wr_req", "wr_bytes"}) {
+        std::string name = std::string("pvc_vm_disk_") + k;
+        f.push_back({name, "PVC VM disk statistic", [name, k](std::string& o, const Json& v, const std::string& n) {
+            for (const auto& d : v["disks"])
+                if (d.is_object() && d.contains("dev")) sample_to(o, name, {{"vm", n}, {"disk", jstr(d, "dev")}}, raw(jnum(d, k)));
+        }});
+    }
+    return f;
+}
+
+// Built once, thread-safe (a static's initialisation).
+const std::vector<VmFamily>& vm_families() {
+    static const std::vector<VmFamily> families = make_vm_families();
+    return families;
+}
+
 }  // namespace
+
+VmCache::Lines vm_metric_lines(const Json& v) {
+    const auto& families = vm_families();
+    VmCache::Lines out(families.size());
+    std::string name = jstr(v, "name");
+    for (size_t i = 0; i < families.size(); ++i) families[i].lines(out[i], v, name);
+    return out;
+}
 
 std::string health_metrics(const Reader& r, VmCache& vms) {
     Json st = cluster_status(r, vms);
@@ -121,7 +272,7 @@ std::string health_metrics(const Reader& r, VmCache& vms) {
     std::map<std::string, long long> vm_states;
     long long vm_total = 0;
     for (const auto& u : r.children(path("base.domain"))) {
-        if (!vms.object(r, u)) continue;
+        if (!vms.readable(r, u)) continue;
         ++vm_total;
         vm_states[r.value(path("domain.state", {u}))]++;
     }
@@ -261,95 +412,15 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
         }
     }
 
-    // Per VM.
-    std::vector<std::shared_ptr<const Json>> vm_objs;
+    // Per VM: each VM's lines of every family are built once per change of
+    // the VM (VmCache::metric_lines), a scrape only assembles them.
+    const auto& families = vm_families();
+    std::vector<std::shared_ptr<const VmCache::Lines>> vm_lines;
     for (const auto& u : r.children(path("base.domain")))
-        if (auto v = vms.object(r, u)) vm_objs.push_back(v);
-    static const std::map<std::string, int> state_code = {
-        {"start", 0}, {"migrate", 1}, {"unmigrate", 2}, {"provision", 3}, {"disable", 4}, {"shutdown", 5},
-        {"restart", 6}, {"stop", 7}, {"fail", 8}, {"import", 9}, {"restore", 10}, {"mirror", 99}};
-    auto each_vm = [&](const char* name, const char* help, auto fn) {
-        o.metric(name, help);
-        for (const auto& v : vm_objs) fn(*v, (*v)["name"].get<std::string>());
-    };
-    each_vm("pvc_vm_uuid", "PVC VM UUID", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_uuid", {{"vm", n}, {"uuid", jstr(v, "uuid")}}, "1"); });
-    each_vm("pvc_vm_description", "PVC VM description", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_description", {{"vm", n}, {"description", jstr(v, "description")}}, "1"); });
-    each_vm("pvc_vm_profile", "PVC VM profile", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_profile", {{"vm", n}, {"profile", jstr(v, "profile")}}, "1"); });
-    each_vm("pvc_vm_state", "PVC VM state", [&](const Json& v, const std::string& n) {
-        auto it = state_code.find(jstr(v, "state"));
-        o.sample("pvc_vm_state", {{"vm", n}, {"state", jstr(v, "state")}}, num(static_cast<long long>(it == state_code.end() ? 0 : it->second)));
-    });
-    each_vm("pvc_vm_failed_reason", "PVC VM failed reason", [&](const Json& v, const std::string& n) {
-        std::string fr = jstr(v, "failed_reason");
-        o.sample("pvc_vm_failed_reason", {{"vm", n}, {"failed_reason", fr.empty() ? "N/A" : fr}}, "1");
-    });
-    each_vm("pvc_vm_node_limit", "PVC VM node limit", [&](const Json& v, const std::string& n) {
-        std::string lim = "None";
-        if (v["node_limit"].is_array()) {
-            lim = "[";
-            for (size_t i = 0; i < v["node_limit"].size(); ++i) lim += (i ? ", '" : "'") + v["node_limit"][i].get<std::string>() + "'";
-            lim += "]";
-        }
-        o.sample("pvc_vm_node_limit", {{"vm", n}, {"node_limit", lim}}, "1");
-    });
-    auto dflt = [](const std::string& s) { return s.empty() || s == "None" ? std::string("Default") : s; };
-    each_vm("pvc_vm_node_selector", "PVC VM node selector", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_node_selector", {{"vm", n}, {"node_selector", dflt(jstr(v, "node_selector"))}}, "1"); });
-    each_vm("pvc_vm_node_autostart", "PVC VM autostart", [&](const Json& v, const std::string& n) {
-        bool a = v["node_autostart"].get<bool>();
-        o.sample("pvc_vm_autostart", {{"vm", n}, {"autostart", a ? "True" : "False"}}, a ? "1" : "0");
-    });
-    each_vm("pvc_vm_migration_method", "PVC VM migration method", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_migration_method", {{"vm", n}, {"migration_method", dflt(jstr(v, "migration_method"))}}, "1"); });
-    each_vm("pvc_vm_tags", "PVC VM tags", [&](const Json& v, const std::string& n) {
-        for (const auto& t : v["tags"]) o.sample("pvc_vm_tags", {{"vm", n}, {"tag", jstr(t, "name")}}, "1");
-    });
-    each_vm("pvc_vm_active_node", "PVC VM active node", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_active_node", {{"vm", n}, {"node", jstr(v, "node")}}, "1"); });
-    each_vm("pvc_vm_migrated", "PVC VM migration state", [&](const Json& v, const std::string& n) {
-        std::string last = jstr(v, "last_node");
-        o.sample("pvc_vm_migrated", {{"vm", n}, {"last_node", last.empty() ? "No" : last}}, last.empty() ? "0" : "1");
-    });
-    each_vm("pvc_vm_machine_type", "PVC VM machine type", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_machine_type", {{"vm", n}, {"machine_type", jstr(v, "machine")}}, "1"); });
-    each_vm("pvc_vm_serial_console", "PVC VM serial console", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_serial_console", {{"vm", n}}, jstr(v, "console") == "pty" ? "1" : "0"); });
-    each_vm("pvc_vm_vnc_console", "PVC VM VNC console", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_vnc_console", {{"vm", n}}, jstr(v["vnc"], "listen") == "pty" ? "1" : "0"); });
-    each_vm("pvc_vm_vnc_listen_address", "PVC VM VNC listen address", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_vnc_listen_address", {{"vm", n}, {"address", jstr(v["vnc"], "listen")}}, "1"); });
-    each_vm("pvc_vm_vnc_listen_port", "PVC VM VNC listen port", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_vnc_listen_port", {{"vm", n}, {"port", jstr(v["vnc"], "port")}}, "1"); });
-    each_vm("pvc_vm_vcpus", "PVC VM vCPUs", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_vcpus", {{"vm", n}}, num(static_cast<long long>(jnum(v, "vcpu")))); });
-    each_vm("pvc_vm_vcpu_topology", "PVC VM vCPU topology", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_vcpu_topology", {{"vm", n}, {"topology", jstr(v, "vcpu_topology")}}, "1"); });
-    for (const char* k : {"cpu_time", "user_time", "system_time"}) {
-        std::string name = std::string("pvc_vm_vcpus_") + k;
-        each_vm(name.c_str(), "PVC VM vCPU time", [&](const Json& v, const std::string& n) { o.sample(name, {{"vm", n}}, raw(jnum(v["vcpu_stats"], k) / 1e6)); });
-    }
-    each_vm("pvc_vm_memory", "PVC VM memory", [&](const Json& v, const std::string& n) { o.sample("pvc_vm_memory", {{"vm", n}}, num(static_cast<long long>(jnum(v, "memory")))); });
-    for (const char* k : {"actual", "rss", "unused", "available", "usable", "disk_caches"}) {
-        std::string name = std::string("pvc_vm_memory_stats_") + k;
-        each_vm(name.c_str(), "PVC VM memory statistic", [&](const Json& v, const std::string& n) { o.sample(name, {{"vm", n}}, raw(jnum(v["memory_stats"], k))); });
-    }
-    for (const char* k : {"swap_in", "swap_out", "major_fault", "minor_fault", "hugetlb_pgalloc", "hugetlb_pgfail"}) {
-        std::string declared = std::string("pvc_vm_memory_") + k, name = std::string("pvc_vm_memory_stats_") + k;
-        each_vm(declared.c_str(), "PVC VM memory statistic", [&](const Json& v, const std::string& n) { o.sample(name, {{"vm", n}}, raw(jnum(v["memory_stats"], k))); });
-    }
-    auto each_nic = [&](const char* name, const char* help, auto fn) {
-        o.metric(name, help);
-        for (const auto& v : vm_objs)
-            for (const auto& i : (*v)["networks"]) fn(i, (*v)["name"].get<std::string>(), jstr(i, "vni"));
-    };
-    each_nic("pvc_vm_network_macaddr", "PVC VM network MAC address", [&](const Json& i, const std::string& n, const std::string& vni) { o.sample("pvc_vm_network_macaddr", {{"vm", n}, {"vni", vni}, {"macaddr", jstr(i, "mac")}}, "1"); });
-    each_nic("pvc_vm_network_model", "PVC VM network model", [&](const Json& i, const std::string& n, const std::string& vni) { o.sample("pvc_vm_network_model", {{"vm", n}, {"vni", vni}, {"model", jstr(i, "model")}}, "1"); });
-    for (const char* k : {"rd_packets", "rd_bits", "rd_errors", "rd_drops", "wr_packets", "wr_bits", "wr_errors", "wr_drops"}) {
-        std::string name = std::string("pvc_vm_network_") + k;
-        std::string key = k;
-        bool bits = key.find("bits") != std::string::npos;
-        if (bits) key = key.substr(0, 3) + "bytes";
-        each_nic(name.c_str(), "PVC VM network statistic", [&](const Json& i, const std::string& n, const std::string& vni) {
-            o.sample(name, {{"vm", n}, {"vni", vni}}, raw(jnum(i, key.c_str()) * (bits ? 8 : 1)));
-        });
-    }
-    for (const char* k : {"rd_req", "rd_bytes", "wr_req", "wr_bytes"}) {
-        std::string name = std::string("pvc_vm_disk_") + k;
-        o.metric(name, "PVC VM disk statistic");
-        for (const auto& v : vm_objs)
-            for (const auto& d : (*v)["disks"])
-                if (d.is_object() && d.contains("dev"))
-                    o.sample(name, {{"vm", (*v)["name"].get<std::string>()}, {"disk", jstr(d, "dev")}}, raw(jnum(d, k)));
+        if (auto l = vms.metric_lines(r, u)) vm_lines.push_back(std::move(l));
+    for (size_t i = 0; i < families.size(); ++i) {
+        o.metric(families[i].declared, families[i].help);
+        for (const auto& l : vm_lines) o.append((*l)[i]);
     }
 
     // Per OSD (a line is left out when its figure is missing).

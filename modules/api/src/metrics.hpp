@@ -33,6 +33,9 @@ private:
     std::map<std::string, std::pair<uint64_t, double>> actions_;
 };
 
+// A VM's sample lines, one string per VM metric family (VmCache keeps them).
+VmCache::Lines vm_metric_lines(const Json& vm);
+
 std::string health_metrics(const Reader& r, VmCache& vms);
 std::string resource_metrics(const Reader& r, VmCache& vms);
 std::string daemon_metrics(const Reader& r, const DaemonFigures& f, const ClusterView& view);

@@ -324,32 +324,51 @@ std::optional<Json> vm_object(const Reader& r, const std::string& u) {
     };
 }
 
-const VmCache::Item& VmCache::item(const Reader& r, const std::string& uuid) {
+VmCache::Item& VmCache::item(const Reader& r, const std::string& uuid) {
     uint64_t gen = r.generation(path("domain.name", {uuid}));
     auto it = items_.find(uuid);
     if (it != items_.end() && it->second.generation == gen) return it->second;
     Item fresh;
     fresh.generation = gen;
     if (auto obj = vm_object(r, uuid)) {
-        fresh.text = dump(*obj);
-        fresh.object = std::make_shared<const Json>(std::move(*obj));
+        fresh.text = std::make_shared<const std::string>(dump(*obj));
+        if (build_lines_) fresh.metrics = std::make_shared<const Lines>(build_lines_(*obj));
     }
     return items_[uuid] = std::move(fresh);
 }
 
-std::string VmCache::get(const Reader& r, const std::string& uuid) {
+std::shared_ptr<const std::string> VmCache::get(const Reader& r, const std::string& uuid) {
     std::lock_guard g(m_);
     return item(r, uuid).text;
 }
 
-std::shared_ptr<const Json> VmCache::object(const Reader& r, const std::string& uuid) {
+bool VmCache::readable(const Reader& r, const std::string& uuid) {
     std::lock_guard g(m_);
-    return item(r, uuid).object;
+    return item(r, uuid).text != nullptr;
+}
+
+std::shared_ptr<const VmCache::Lines> VmCache::metric_lines(const Reader& r, const std::string& uuid) {
+    std::lock_guard g(m_);
+    return item(r, uuid).metrics;
+}
+
+std::shared_ptr<const std::string> VmCache::list_body(const Reader& r, const std::function<std::string()>& build) {
+    uint64_t gen = r.root_generation("/domains");
+    {
+        std::lock_guard g(m_);
+        if (list_ && list_generation_ == gen) return list_;
+    }
+    auto body = std::make_shared<const std::string>(build());
+    std::lock_guard g(m_);
+    list_ = body;
+    list_generation_ = gen;
+    return body;
 }
 
 void VmCache::clear() {
     std::lock_guard g(m_);
     items_.clear();
+    list_.reset();
 }
 
 namespace {
@@ -395,7 +414,7 @@ Json cluster_status(const Reader& r, VmCache& vms) {
     }
     long long vm_total = 0;
     for (const auto& u : r.children(path("base.domain"))) {
-        if (vms.get(r, u).empty()) continue;
+        if (!vms.readable(r, u)) continue;
         ++vm_total;
         std::string state = r.value(path("domain.state", {u}));
         vm_states[state]++;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,19 +36,31 @@ std::optional<Json> vm_object(const Reader& r, const std::string& uuid);
 // /domains/<uuid> changed: GET /vm with 1,000 VMs is a concatenation.
 class VmCache {
 public:
-    // The serialized object ("" when it cannot be built).
-    std::string get(const Reader& r, const std::string& uuid);
-    // The object itself (null when it cannot be built).
-    std::shared_ptr<const Json> object(const Reader& r, const std::string& uuid);
+    // The serialized object (null when it cannot be built).
+    std::shared_ptr<const std::string> get(const Reader& r, const std::string& uuid);
+    // True when the VM's object can be built (api.md Q17).
+    bool readable(const Reader& r, const std::string& uuid);
+    // The VM's Prometheus sample lines, one string per metric family, built
+    // with the object (null when it cannot be built). Only the serialized
+    // forms are kept, not the object: a VM costs its text twice, no more.
+    using Lines = std::vector<std::string>;
+    std::shared_ptr<const Lines> metric_lines(const Reader& r, const std::string& uuid);
+    // Sets how metric lines are built from an object (metrics.cpp).
+    void set_metric_builder(std::function<Lines(const Json&)> build) { build_lines_ = std::move(build); }
+    // The whole unfiltered list body, rebuilt only when something under /domains changed.
+    std::shared_ptr<const std::string> list_body(const Reader& r, const std::function<std::string()>& build);
     void clear();
 
 private:
     struct Item {
         uint64_t generation = 0;
-        std::string text;
-        std::shared_ptr<const Json> object;
+        std::shared_ptr<const std::string> text;
+        std::shared_ptr<const Lines> metrics;
     };
-    const Item& item(const Reader& r, const std::string& uuid);  // under m_
+    Item& item(const Reader& r, const std::string& uuid);  // under m_
+    std::function<Lines(const Json&)> build_lines_;
+    uint64_t list_generation_ = ~0ULL;
+    std::shared_ptr<const std::string> list_;
     std::mutex m_;
     std::map<std::string, Item> items_;
 };

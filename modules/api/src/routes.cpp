@@ -213,7 +213,9 @@ bool match(const std::vector<std::string>& pattern, const std::vector<std::strin
 }  // namespace
 
 Api::Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures)
-    : zk_(std::move(zk)), view_(view), settings_(std::move(settings)), log_(std::move(log)), figures_(figures) {}
+    : zk_(std::move(zk)), view_(view), settings_(std::move(settings)), log_(std::move(log)), figures_(figures) {
+    vms_.set_metric_builder(vm_metric_lines);
+}
 
 HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
     Target t = parse_target(req.target);
@@ -239,6 +241,9 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
         if (!ok) return message(401, "X-Api-Key Authentication failed.");
     }
 
+    // A path argument that cannot be one znode name names nothing (never a path).
+    for (const auto& a : args)
+        if (!client::is_safe_name(a)) return message(404, not_found_url);
     Ctx c{req, std::move(args), {}, stop};
     c.params.parse(t.query);
     if (lower(req.content_type).rfind("application/x-www-form-urlencoded", 0) == 0) c.params.parse(req.body);
@@ -427,41 +432,47 @@ HttpResponse Api::lists_vms(Ctx& c, const std::optional<std::string>& limit, boo
     auto node = c.p("node"), state = c.p("state"), tag = c.p("tag");
     bool negate = c.flag("negate");
     if (!exact) {
-        if (node && !r.exists(path("node.name", {*node})))
+        if (node && (!client::is_safe_name(*node) || !r.exists(path("node.name", {*node}))))
             return message(400, "Specified node \"" + *node + "\" is invalid.");
         static const std::vector<std::string> states = {"start", "restart", "shutdown", "stop", "disable",
                                                         "fail", "migrate", "unmigrate", "provision"};
         if (state && std::find(states.begin(), states.end(), *state) == states.end())
             return message(400, "VM state \"" + *state + "\" is not valid.");
     }
-    std::vector<std::pair<std::string, std::string>> picked;  // (name, uuid)
-    for (const auto& u : r.children(path("base.domain"))) {
-        std::string name = r.value(path("domain.name", {u}));
-        if (uuid_limit && *uuid_limit != u && *uuid_limit != name) continue;
-        if (l.re && !full_match(l, name)) continue;
-        if (!exact) {
-            if (tag) {
-                auto tags = r.children(path("domain.meta.tags", {u}));
-                bool has = std::find(tags.begin(), tags.end(), *tag) != tags.end();
-                if (has == negate) continue;
+    bool unfiltered = !exact && !l.re && !uuid_limit && !node && !state && !tag;
+    auto build = [&] {
+        std::vector<std::pair<std::string, std::string>> picked;  // (name, uuid)
+        for (const auto& u : r.children(path("base.domain"))) {
+            std::string name = r.value(path("domain.name", {u}));
+            if (uuid_limit && *uuid_limit != u && *uuid_limit != name) continue;
+            if (l.re && !full_match(l, name)) continue;
+            if (!exact) {
+                if (tag) {
+                    auto tags = r.children(path("domain.meta.tags", {u}));
+                    bool has = std::find(tags.begin(), tags.end(), *tag) != tags.end();
+                    if (has == negate) continue;
+                }
+                if (node && (r.value(path("domain.node", {u})) == *node) == negate) continue;
+                if (state && (r.value(path("domain.state", {u})) == *state) == negate) continue;
             }
-            if (node && (r.value(path("domain.node", {u})) == *node) == negate) continue;
-            if (state && (r.value(path("domain.state", {u})) == *state) == negate) continue;
+            picked.emplace_back(std::move(name), u);
         }
-        picked.emplace_back(name, u);
-    }
-    std::sort(picked.begin(), picked.end());
-    std::string body = "[";
-    bool any = false;
-    for (const auto& [name, u] : picked) {
-        std::string text = vms_.get(r, u);
-        if (text.empty()) continue;  // cannot be read (Q17)
-        if (any) body += ", ";
-        body += text;
-        any = true;
-    }
-    if (!any) return message(404, "VM not found.");
-    return {200, "application/json", body + "]\n", {}};
+        std::sort(picked.begin(), picked.end());
+        std::string body = "[";
+        bool any = false;
+        for (const auto& [name, u] : picked) {
+            auto text = vms_.get(r, u);
+            if (!text) continue;  // cannot be read (Q17)
+            if (any) body += ", ";
+            body += *text;
+            any = true;
+        }
+        return any ? body + "]\n" : std::string();
+    };
+    // The whole list is kept until something under /domains changes.
+    std::string body = unfiltered ? *vms_.list_body(r, build) : build();
+    if (body.empty()) return message(404, "VM not found.");
+    return {200, "application/json", std::move(body), {}};
 }
 
 HttpResponse Api::vm_list(Ctx& c) { return lists_vms(c, c.p("limit"), false); }
@@ -536,7 +547,7 @@ HttpResponse Api::vm_define(Ctx& c) {
     std::string node = c.p("node").value_or("");
     {
         auto r = view_.read();
-        if (!node.empty() && !r.exists(path("node.name", {node})))
+        if (!node.empty() && (!client::is_safe_name(node) || !r.exists(path("node.name", {node}))))
             return message(400, "ERROR: Specified node '" + node + "' is invalid.");
     }
     std::string selector = c.p("selector").value_or("");
@@ -700,7 +711,7 @@ HttpResponse Api::vm_node_post(Ctx& c) {
         if (action == "migrate" && !last.empty() && !force)
             return message(400, "ERROR: VM '" + vm + "' has been previously migrated.");
         if (auto n = c.p("node"); n && !n->empty()) {
-            if (!zk_->exists(path("node.name", {*n}))) return message(400, "ERROR: Specified node '" + *n + "' is invalid.");
+            if (!client::is_safe_name(*n) || !zk_->exists(path("node.name", {*n}))) return message(400, "ERROR: Specified node '" + *n + "' is invalid.");
             std::string limit = read_key(path("domain.meta.node_limit", {u}));
             if (!limit.empty()) {
                 bool allowed = false;
@@ -1013,7 +1024,7 @@ HttpResponse Api::volume_list(Ctx& c) {
         if (!l.re) return message(400, "Regex Error: " + l.error);
     }
     auto r = view_.read();
-    if (pool && !r.exists(path("pool.name", {*pool})))
+    if (pool && (!client::is_safe_name(*pool) || !r.exists(path("pool.name", {*pool}))))
         return message(element ? 404 : 400, element ? std::string("Volume not found.")
                                                     : "ERROR: No pool with name \"" + *pool + "\" is present in the cluster.");
     std::vector<std::string> pools = pool ? std::vector<std::string>{*pool} : r.children(path("base.pool"));
