@@ -8,6 +8,7 @@
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/target.hpp"
+#include "fetch.hpp"
 #include "request.hpp"
 
 namespace pvc::api {
@@ -1077,22 +1078,106 @@ HttpResponse Api::metrics_resource(Ctx&) {
     return text_response(200, resource_metrics(r, vms_));
 }
 
-HttpResponse Api::metrics_ceph(Ctx&) {
-    // The active MGR's own exporter is fetched by the reference; without a
-    // Ceph cluster (no status text) there is nothing to fetch.
-    return text_response(400, "Error: Failed to obtain data");
+namespace {
+constexpr auto relay_deadline = std::chrono::seconds(3);
+
+// The active MGR's host: the second token of the first "mgr:" line of the
+// status text, cut at '(' (api.md §4).
+std::optional<std::string> active_mgr(const std::string& status) {
+    size_t pos = 0;
+    while (pos < status.size()) {
+        size_t end = status.find('\n', pos);
+        if (end == std::string::npos) end = status.size();
+        std::string line = status.substr(pos, end - pos);
+        size_t b = line.find_first_not_of(" \t");
+        if (b != std::string::npos && line.compare(b, 4, "mgr:") == 0) {
+            std::string rest = line.substr(b + 4);
+            size_t t = rest.find_first_not_of(" \t");
+            if (t == std::string::npos) return std::nullopt;
+            std::string host = rest.substr(t, rest.find_first_of(" \t", t) - t);
+            host = host.substr(0, host.find('('));
+            if (host.empty()) return std::nullopt;
+            return host;
+        }
+        pos = end + 1;
+    }
+    return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> Api::ceph_exporter() {
+    std::string status;
+    {
+        auto r = view_.read();
+        status = r.value(path("base.storage"));
+    }
+    auto host = active_mgr(status);
+    if (!host) return std::nullopt;
+    return http_get(*host, 9283, "/metrics", relay_deadline);
 }
 
-HttpResponse Api::metrics_zookeeper(Ctx&) { return text_response(400, "Error: Failed to obtain data"); }
+std::optional<std::string> Api::zookeeper_exporter() {
+    std::string primary;
+    {
+        auto r = view_.read();
+        primary = r.value(path("base.config.primary_node"));
+    }
+    if (primary.empty() || primary == "none") return std::nullopt;
+    auto body = http_get(primary, 9141, "/metrics", relay_deadline);
+    if (!body) return std::nullopt;
+    // The reference's rewrite: ":2181" removed, lines sorted.
+    std::string text = *body;
+    for (size_t p = text.find(":2181"); p != std::string::npos; p = text.find(":2181", p)) text.erase(p, 5);
+    std::vector<std::string> lines;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        size_t e = text.find('\n', pos);
+        if (e == std::string::npos) e = text.size();
+        lines.push_back(text.substr(pos, e - pos));
+        pos = e + 1;
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const auto& l : lines)
+        if (!l.empty()) out += l + "\n";
+    return out;
+}
+
+HttpResponse Api::metrics_ceph(Ctx&) {
+    auto body = ceph_exporter();
+    if (!body) return text_response(400, "Error: Failed to obtain data");
+    return text_response(200, *body);
+}
+
+HttpResponse Api::metrics_zookeeper(Ctx&) {
+    auto body = zookeeper_exporter();
+    if (!body) return text_response(400, "Error: Failed to obtain data");
+    return text_response(200, *body);
+}
 
 HttpResponse Api::metrics_daemon(Ctx&) {
     auto r = view_.read();
     return text_response(200, daemon_metrics(r, figures_, view_));
 }
 
+// Health + resource + Ceph + ZooKeeper (+ the daemon's own). Unlike the
+// reference, a cluster without a reachable Ceph or ZooKeeper exporter still
+// gets its own figures: the missing part is a comment line, so every line
+// of the answer stays valid exposition text.
 HttpResponse Api::metrics_all(Ctx&) {
+    std::string out;
+    {
+        auto r = view_.read();
+        out = health_metrics(r, vms_) + resource_metrics(r, vms_);
+    }
+    auto ceph = ceph_exporter();
+    out += ceph ? *ceph : "# Error: Failed to obtain metric data from the active Ceph MGR\n";
+    if (!out.empty() && out.back() != '\n') out += '\n';
+    auto zk = zookeeper_exporter();
+    out += zk ? *zk : "# Error: Failed to obtain metric data from the primary node's ZooKeeper exporter\n";
     auto r = view_.read();
-    return text_response(200, health_metrics(r, vms_) + resource_metrics(r, vms_) + daemon_metrics(r, figures_, view_));
+    out += daemon_metrics(r, figures_, view_);
+    return text_response(200, out);
 }
 
 }  // namespace pvc::api

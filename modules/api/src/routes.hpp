@@ -81,6 +81,9 @@ private:
     // Waits until the view shows `path` = `value` (or absent when nullopt), at most 2 s: read-your-writes.
     void settle(const std::string& path, const std::optional<std::string>& value);
     std::string read_key(const std::string& path);  // ZooKeeper itself, "" when absent
+    // The relayed exporters (api.md §4); nullopt when unreachable.
+    std::optional<std::string> ceph_exporter();
+    std::optional<std::string> zookeeper_exporter();
 
     std::shared_ptr<zk::Session> zk_;
     ClusterView& view_;

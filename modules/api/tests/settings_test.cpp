@@ -2,6 +2,9 @@
 // every problem with its YAML path.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "pvc/config.hpp"
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
@@ -70,4 +73,19 @@ TEST(ApiSettings, EveryProblemNamesItsKey) {
     EXPECT_TRUE(has_problem(r, "pvc.api.authentication.tokens[0].token"));
     EXPECT_TRUE(has_problem(r, "pvc.api.ssl"));
     EXPECT_TRUE(r.settings.tokens.empty());
+}
+
+TEST(ApiSettings, TheSampleConfigurationsBlockIsValid) {
+    std::ifstream in(std::string(PVC_TEST_SOURCE_DIR) + "/etc/pvcnoded.sample.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    ConfigProblems problems;
+    ConfigNode doc = parse_config_tree(text.str(), "pvcnoded.sample.yaml");
+    Config c = read_config(doc, problems, HostIdentity::from_hostname("pvchv1"));
+    auto s = read_api_settings(c, problems);
+    for (const auto& p : problems.list()) EXPECT_NE(p.path.rfind("pvc.api", 0), 0u) << p.path << ": " << p.message;
+    EXPECT_EQ(s.server.address, "192.0.2.10");
+    EXPECT_EQ(s.server.port, 7370);
+    ASSERT_EQ(s.tokens.size(), 1u);
+    EXPECT_EQ(s.server.limits.connections, 64u);
 }
