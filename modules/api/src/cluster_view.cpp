@@ -68,6 +68,19 @@ bool is_excluded(const std::string& path) {
     return segs.size() == 3 && segs[0] == "domains" && segs[2] == "consolelog";
 }
 
+WriterFirstMutex::WriterFirstMutex() {
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&rw_, &a);
+    pthread_rwlockattr_destroy(&a);
+}
+WriterFirstMutex::~WriterFirstMutex() { pthread_rwlock_destroy(&rw_); }
+void WriterFirstMutex::lock() { pthread_rwlock_wrlock(&rw_); }
+void WriterFirstMutex::unlock() { pthread_rwlock_unlock(&rw_); }
+void WriterFirstMutex::lock_shared() { pthread_rwlock_rdlock(&rw_); }
+void WriterFirstMutex::unlock_shared() { pthread_rwlock_unlock(&rw_); }
+
 ClusterView::ClusterView(std::shared_ptr<zk::Session> zk) : zk_(std::move(zk)) {}
 ClusterView::~ClusterView() { stop(); }
 
@@ -78,7 +91,7 @@ void ClusterView::start() {
 void ClusterView::stop() {
     std::vector<std::shared_ptr<zk::Watch>> cancel;
     {
-        std::unique_lock l(m_);
+        std::unique_lock<WriterFirstMutex> l(m_);
         if (stopped_) return;
         stopped_ = true;
         for (auto& [p, e] : entries_) {
@@ -90,7 +103,7 @@ void ClusterView::stop() {
 }
 
 bool ClusterView::ready() const {
-    std::shared_lock l(m_);
+    std::shared_lock<WriterFirstMutex> l(m_);
     return pending_ == 0 && !entries_.empty();
 }
 
@@ -107,14 +120,14 @@ bool ClusterView::wait_ready(std::chrono::milliseconds timeout) const {
 }
 
 size_t ClusterView::size() const {
-    std::shared_lock l(m_);
+    std::shared_lock<WriterFirstMutex> l(m_);
     return entries_.size();
 }
 
 void ClusterView::add(const std::string& path) {
     bool container = is_container(path);
     {
-        std::unique_lock l(m_);
+        std::unique_lock<WriterFirstMutex> l(m_);
         if (stopped_ || entries_.count(path)) return;
         Entry& e = entries_[path];
         e.container = container;
@@ -126,7 +139,7 @@ void ClusterView::add(const std::string& path) {
     if (container)
         cw = zk_->watch_children(path, [this, path](const std::optional<std::vector<std::string>>& k) { on_children(path, k); });
     watch_count_ += container ? 2 : 1;
-    std::unique_lock l(m_);
+    std::unique_lock<WriterFirstMutex> l(m_);
     auto it = entries_.find(path);
     if (it == entries_.end() || stopped_) {
         l.unlock();
@@ -151,7 +164,7 @@ void ClusterView::bump(const std::string& path) {
 }
 
 void ClusterView::on_data(const std::string& path, const std::optional<std::string>& data) {
-    std::unique_lock l(m_);
+    std::unique_lock<WriterFirstMutex> l(m_);
     auto it = entries_.find(path);
     if (it == entries_.end()) return;
     Entry& e = it->second;
@@ -183,7 +196,7 @@ void ClusterView::on_children(const std::string& path, const std::optional<std::
     std::vector<std::string> added;
     std::vector<std::shared_ptr<zk::Watch>> cancel;
     {
-        std::unique_lock l(m_);
+        std::unique_lock<WriterFirstMutex> l(m_);
         auto it = entries_.find(path);
         if (it == entries_.end() || stopped_) return;
         Entry& e = it->second;

@@ -18,12 +18,32 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+
+#include <pthread.h>
 #include <string>
 #include <vector>
 
 #include "pvc/zk.hpp"
 
 namespace pvc::api {
+
+// A reader-writer lock that prefers the writer: the watch callbacks (on the
+// daemon's one ZooKeeper event thread) must not starve behind a stream of
+// API readers. glibc's rwlock with PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP.
+class WriterFirstMutex {
+public:
+    WriterFirstMutex();
+    ~WriterFirstMutex();
+    WriterFirstMutex(const WriterFirstMutex&) = delete;
+    WriterFirstMutex& operator=(const WriterFirstMutex&) = delete;
+    void lock();
+    void unlock();
+    void lock_shared();
+    void unlock_shared();
+
+private:
+    pthread_rwlock_t rw_;
+};
 
 class ClusterView {
 public:
@@ -58,7 +78,7 @@ public:
         friend class ClusterView;
         Reader(const ClusterView& v) : view_(v), lock_(v.m_) {}
         const ClusterView& view_;
-        std::shared_lock<std::shared_mutex> lock_;
+        std::shared_lock<WriterFirstMutex> lock_;
     };
     Reader read() const { return Reader(*this); }
 
@@ -77,7 +97,7 @@ private:
     void seen();  // under m_: one pending first value arrived
 
     std::shared_ptr<zk::Session> zk_;
-    mutable std::shared_mutex m_;
+    mutable WriterFirstMutex m_;
     std::map<std::string, Entry> entries_;
     std::map<std::string, uint64_t> object_gen_, root_gen_;
     uint64_t gen_ = 0;

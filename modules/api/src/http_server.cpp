@@ -174,9 +174,13 @@ private:
         res->set(http::field::server, "pvcnoded");
         res->set(http::field::content_type, r.content_type);
         for (const auto& [k, v] : r.headers) res->set(k, v);
-        res->body() = std::move(r.body);
         res->keep_alive(keep_alive_);
-        res->prepare_payload();
+        if (method_ == "HEAD") {
+            res->content_length(r.body.size());  // the GET's length, no body
+        } else {
+            res->body() = std::move(r.body);
+            res->prepare_payload();
+        }
         status_ = r.status;
         beast::get_lowest_layer(stream_).expires_after(srv_->opt.limits.request_timeout);
         http::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {

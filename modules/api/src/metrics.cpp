@@ -469,7 +469,7 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
     return o.take();
 }
 
-std::string daemon_metrics(const Reader& r, const DaemonFigures& f, const ClusterView& view) {
+std::string daemon_metrics(const Reader& r, const DaemonFigures& f, size_t view_size) {
     Out o;
     o.metric("pvcnoded_zookeeper_latency_seconds", "Round trip of one ZooKeeper read by this daemon, measured each keepalive");
     o.sample("pvcnoded_zookeeper_latency_seconds", {}, raw(f.zookeeper_latency_s.load()));
@@ -480,7 +480,7 @@ std::string daemon_metrics(const Reader& r, const DaemonFigures& f, const Cluste
     o.metric("pvcnoded_failed_tasks", "Daemon tasks ended by an exception since start");
     o.sample("pvcnoded_failed_tasks", {}, std::to_string(f.failed_tasks.load()));
     o.metric("pvcnoded_api_view_znodes", "znodes mirrored by the API's cluster view");
-    o.sample("pvcnoded_api_view_znodes", {}, std::to_string(view.size()));
+    o.sample("pvcnoded_api_view_znodes", {}, std::to_string(view_size));
     if (f.server) {
         o.metric("pvcnoded_api_requests", "API requests answered since this node became primary");
         o.sample("pvcnoded_api_requests", {}, std::to_string(f.server->requests.load()));

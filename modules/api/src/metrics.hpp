@@ -38,6 +38,7 @@ VmCache::Lines vm_metric_lines(const Json& vm);
 
 std::string health_metrics(const Reader& r, VmCache& vms);
 std::string resource_metrics(const Reader& r, VmCache& vms);
-std::string daemon_metrics(const Reader& r, const DaemonFigures& f, const ClusterView& view);
+// `view_size`: ClusterView::size(), taken before `r` (the view's lock is not re-entrant).
+std::string daemon_metrics(const Reader& r, const DaemonFigures& f, size_t view_size);
 
 }  // namespace pvc::api

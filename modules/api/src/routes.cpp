@@ -1156,8 +1156,9 @@ HttpResponse Api::metrics_zookeeper(Ctx&) {
 }
 
 HttpResponse Api::metrics_daemon(Ctx&) {
+    size_t size = view_.size();
     auto r = view_.read();
-    return text_response(200, daemon_metrics(r, figures_, view_));
+    return text_response(200, daemon_metrics(r, figures_, size));
 }
 
 // Health + resource + Ceph + ZooKeeper (+ the daemon's own). Unlike the
@@ -1175,8 +1176,9 @@ HttpResponse Api::metrics_all(Ctx&) {
     if (!out.empty() && out.back() != '\n') out += '\n';
     auto zk = zookeeper_exporter();
     out += zk ? *zk : "# Error: Failed to obtain metric data from the primary node's ZooKeeper exporter\n";
+    size_t size = view_.size();
     auto r = view_.read();
-    out += daemon_metrics(r, figures_, view_);
+    out += daemon_metrics(r, figures_, size);
     return text_response(200, out);
 }
 

@@ -480,3 +480,43 @@ TEST_F(ApiRoutes, ConcurrentRequestsAreServedWhileOneWaits) {
     session->write(path("domain.state", {U1}), "stop");
     waiting.join();
 }
+
+TEST_F(ApiRoutes, WritesReadBackWithKazooAreTheReferenceKeys) {
+    ASSERT_EQ(define("web1", U1, "hv2", {{"user_tags", "prod"}}).status, 200u);
+    ASSERT_EQ(post("/vm/web1/state?state=start").status, 200u);
+    ASSERT_EQ(post("/vm/web1/node?action=migrate&node=hv1").status, 200u);
+    const char* dump_tree = R"(
+import sys, json
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+out = {}
+def walk(p):
+    data, _ = zk.get(p)
+    out[p] = data.decode()
+    for c in zk.get_children(p):
+        if "__lock__" not in c: walk(p + "/" + c)
+walk("/domains/" + sys.argv[2])
+print(json.dumps(out)); zk.stop()
+)";
+    auto r = pvc::test::run_python(dump_tree, {zk_->hosts(), U1});
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto tree = nlohmann::json::parse(r.out);
+    client::VmDefinition expect;
+    expect.uuid = U1;
+    expect.name = "web1";
+    expect.xml = vm_xml("web1", U1);
+    expect.node = "hv2";
+    expect.rbd_list = {"vms/web1_disk0"};
+    std::map<std::string, std::string> want;
+    for (const auto& [k, v] : client::vm_define_keys(expect)) want[k] = v;
+    // What the start and the migration changed.
+    want[path("domain.state", {U1})] = "migrate";
+    want[path("domain.node", {U1})] = "hv1";
+    want[path("domain.last_node", {U1})] = "hv2";
+    for (const auto& [k, v] : client::vm_tag_keys(U1, "prod", "False")) want[k] = v;
+    for (const auto& [k, v] : want) {
+        ASSERT_TRUE(tree.contains(k)) << k;
+        EXPECT_EQ(tree[k], v) << k;
+    }
+    EXPECT_EQ(tree.size(), want.size()) << tree.dump(1);
+}
