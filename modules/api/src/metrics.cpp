@@ -481,18 +481,18 @@ std::string daemon_metrics(const Reader& r, const DaemonFigures& f, size_t view_
     o.sample("pvcnoded_failed_tasks", {}, std::to_string(f.failed_tasks.load()));
     o.metric("pvcnoded_api_view_znodes", "znodes mirrored by the API's cluster view");
     o.sample("pvcnoded_api_view_znodes", {}, std::to_string(view_size));
-    if (f.server) {
+    if (const HttpServer::Counters* c = f.server.load()) {
         o.metric("pvcnoded_api_requests", "API requests answered since this node became primary");
-        o.sample("pvcnoded_api_requests", {}, std::to_string(f.server->requests.load()));
+        o.sample("pvcnoded_api_requests", {}, std::to_string(c->requests.load()));
         o.metric("pvcnoded_api_request_seconds", "Total time spent answering API requests");
-        o.sample("pvcnoded_api_request_seconds", {}, raw(f.server->total_us.load() / 1e6));
+        o.sample("pvcnoded_api_request_seconds", {}, raw(c->total_us.load() / 1e6));
         o.metric("pvcnoded_api_errors", "API answers with an error status");
-        o.sample("pvcnoded_api_errors", {{"class", "4xx"}}, std::to_string(f.server->errors_4xx.load()));
-        o.sample("pvcnoded_api_errors", {{"class", "5xx"}}, std::to_string(f.server->errors_5xx.load()));
+        o.sample("pvcnoded_api_errors", {{"class", "4xx"}}, std::to_string(c->errors_4xx.load()));
+        o.sample("pvcnoded_api_errors", {{"class", "5xx"}}, std::to_string(c->errors_5xx.load()));
         o.metric("pvcnoded_api_connections", "Open API connections");
-        o.sample("pvcnoded_api_connections", {}, std::to_string(f.server->open.load()));
+        o.sample("pvcnoded_api_connections", {}, std::to_string(c->open.load()));
         o.metric("pvcnoded_api_rejected_connections", "API connections refused over the connection limit");
-        o.sample("pvcnoded_api_rejected_connections", {}, std::to_string(f.server->rejected_connections.load()));
+        o.sample("pvcnoded_api_rejected_connections", {}, std::to_string(c->rejected_connections.load()));
     }
     auto actions = f.vm_actions();
     o.metric("pvcnoded_vm_action_seconds", "Duration of the last VM action written through the API (lock, write, hold)");

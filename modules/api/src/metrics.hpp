@@ -23,7 +23,7 @@ struct DaemonFigures {
     std::atomic<double> keepalive_interval_s{0};   // between the last two keepalive ticks
     std::atomic<uint64_t> failed_tasks{0};
     std::function<uint64_t()> zookeeper_requests;  // requests sent by this daemon's session
-    const HttpServer::Counters* server = nullptr;  // while serving
+    std::atomic<const HttpServer::Counters*> server{nullptr};  // while serving
 
     void vm_action(const std::string& action, double seconds);
     std::map<std::string, std::pair<uint64_t, double>> vm_actions() const;  // action -> (count, last seconds)
