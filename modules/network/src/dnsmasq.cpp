@@ -3,7 +3,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -164,16 +165,14 @@ Dnsmasq::Event Dnsmasq::supervise(std::chrono::steady_clock::time_point now) {
     // between fork and exec in a threaded process).
     int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid == 0) {
         // Its own process group (a terminal's ^C is not for it), a clean
-        // signal mask and default actions (the daemon's threads block some),
-        // and SIGTERM when the daemon's thread that started it dies (a
-        // killed daemon leaves no dnsmasq behind to hold the gateway's ports).
+        // signal mask and default actions (the daemon's threads block some).
+        // (No parent-death signal: the kernel clears it when dnsmasq drops
+        // root, so a killed daemon's dnsmasq outlives it; the next start
+        // ends it, stop_leftover_dnsmasq.)
         ::setpgid(0, 0);
-        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (::getppid() != parent) ::_exit(126);
         struct sigaction dfl {};
         dfl.sa_handler = SIG_DFL;
         for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
@@ -225,6 +224,44 @@ void Dnsmasq::stop(std::chrono::milliseconds grace) {
     pid_ = -1;
     failures_ = 0;
     next_start_ = {};
+}
+
+std::vector<int> stop_leftover_dnsmasq(const std::filesystem::path& executable, const std::filesystem::path& hosts_root) {
+    struct stat own {};
+    if (::stat("/proc/self/ns/net", &own) != 0) return {};
+    const std::string marker = "--dhcp-hostsdir=" + hosts_root.string() + "/";
+    std::vector<int> found;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", std::filesystem::directory_options::skip_permission_denied)) {
+        std::string name = entry.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        int pid = std::stoi(name);
+        if (pid == ::getpid()) continue;
+        std::string cmdline = read_file(entry.path() / "cmdline");
+        std::vector<std::string> argv;
+        for (size_t p = 0; p < cmdline.size();) {
+            size_t end = cmdline.find('\0', p);
+            if (end == std::string::npos) end = cmdline.size();
+            argv.push_back(cmdline.substr(p, end - p));
+            p = end + 1;
+        }
+        if (argv.empty() || argv[0] != executable.string()) continue;
+        if (std::none_of(argv.begin(), argv.end(), [&](const std::string& a) { return a.rfind(marker, 0) == 0; }))
+            continue;
+        // Only in this daemon's network namespace (another node's daemon on
+        // the same host, as in the tests, has its own).
+        struct stat ns {};
+        if (::stat((entry.path() / "ns" / "net").c_str(), &ns) != 0 || ns.st_ino != own.st_ino || ns.st_dev != own.st_dev)
+            continue;
+        found.push_back(pid);
+    }
+    for (int pid : found) ::kill(pid, SIGTERM);
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (int pid : found) {
+        while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (::kill(pid, 0) == 0) ::kill(pid, SIGKILL);
+    }
+    return found;
 }
 
 void Dnsmasq::reload() {

@@ -53,6 +53,12 @@ std::string reservation_problem(const Reservation& r);
 // (dnsmasq must then be sent SIGHUP; new files it sees itself).
 bool sync_host_files(const std::filesystem::path& dir, const std::vector<Reservation>& reservations);
 
+// dnsmasq instances a killed daemon left behind: `executable` with a
+// --dhcp-hostsdir under `hosts_root` (this daemon's dynamic directory), in
+// this process's network namespace. Stopped (SIGTERM, 2 s, SIGKILL); their
+// pids returned. Nothing else is touched.
+std::vector<int> stop_leftover_dnsmasq(const std::filesystem::path& executable, const std::filesystem::path& hosts_root);
+
 // One supervised dnsmasq. Not thread-safe: the module's worker owns it.
 class Dnsmasq {
 public:

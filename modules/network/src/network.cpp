@@ -142,6 +142,12 @@ void NetworkModule::start(NodeContext& ctx) {
         // coordinators, in pvcnoded.yaml's layout (the reference helper reads
         // it the same way).
         lease_helper_ = module_directory() / "pvcnoded-dnsmasq-lease";
+        try {
+            auto left = stop_leftover_dnsmasq(dnsmasq_exe_, dynamic_dir_ / "dnsmasq");
+            if (!left.empty()) log_.warn("DHCP: {} dnsmasq process(es) left by an earlier run stopped", left.size());
+        } catch (const std::exception& ex) {
+            log_.error("DHCP: looking for dnsmasq left by an earlier run: {}", ex.what());
+        }
         if (!std::filesystem::exists(lease_helper_))
             log_.error("DHCP: the lease helper {} is missing: dnsmasq will not record leases", lease_helper_.string());
         try {
@@ -430,6 +436,15 @@ void NetworkModule::transition(Transition t, std::function<void()> done) {
 }
 
 void NetworkModule::contribute(KeepaliveReport& report) {
+    // §8.3 [DEV]: the first keepalive that finds this node no router
+    // removes floating addresses a crash left (a takeover queued before it
+    // makes it a no-op: the worker runs them in order).
+    if (worker_ && report.router_state != "primary" && report.router_state != "takeover" &&
+        !floating_checked_.exchange(true))
+        on_worker("floating address leftovers", [this] {
+            if (router_active_) return;
+            for (const auto& [link, cidr] : floating_) hold(link, cidr, false);
+        });
     // Each keepalive has the worker look after the dnsmasq children (only
     // queued here: the keepalive never waits for it).
     if (worker_ && !supervise_queued_.exchange(true))

@@ -116,6 +116,7 @@ private:
     std::filesystem::path lease_helper_;      // beside the module
     std::filesystem::path lease_config_;      // what PVCD_CONFIG_FILE names for the helper
     std::atomic<bool> supervise_queued_{false};
+    std::atomic<bool> floating_checked_{false};  // leftovers of a crash looked for
     bool sriov_ = false;
     std::vector<SriovDevice> sriov_devices_;
     std::unique_ptr<VfControl> vf_control_;                       // worker only

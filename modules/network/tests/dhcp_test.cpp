@@ -157,25 +157,3 @@ TEST(DnsmasqProcess, RestartedWithBackoffWhenItDiesAndStoppedWithSigterm) {
     EXPECT_FALSE(running.running());
     EXPECT_NE(::kill(pid, 0), 0);  // gone and reaped
 }
-
-// A daemon killed outright leaves no dnsmasq holding the gateway: the child
-// is sent SIGTERM when the thread that started it (the module's worker) ends.
-TEST(DnsmasqProcess, EndsWithTheThreadThatStartedIt) {
-    pvc::test::TempDir dir("pvc-dnsmasq");
-    Dnsmasq d("/bin/sleep", {"60"}, {}, dir.path() / "x.log");
-    // The worker lives on after a start (the child sets its parent-death
-    // signal right after fork; a thread gone before that is not noticed).
-    std::thread worker([&] {
-        ASSERT_EQ(d.supervise().kind, Dnsmasq::Event::started);
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    });
-    worker.join();
-    Dnsmasq::Event ev;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (ev.kind != Dnsmasq::Event::exited && std::chrono::steady_clock::now() < end) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        ev = d.supervise();
-    }
-    EXPECT_EQ(ev.kind, Dnsmasq::Event::exited);
-    EXPECT_EQ(ev.what, "killed by signal 15");
-}

@@ -223,7 +223,7 @@ protected:
         session_.reset();
         delete zk_;
         delete in_sw_;
-        for (const char* g : {"g1", "g2", "g3", "g4", "g5", "g6"}) run({"ip", "netns", "del", ns_prefix() + g});
+        for (const char* g : {"g1", "g2", "g3", "g4", "g5", "g6", "g7"}) run({"ip", "netns", "del", ns_prefix() + g});
         delete ns1_;
         delete ns2_;
         delete sw_;
@@ -665,6 +665,41 @@ TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     } else {
         ADD_FAILURE() << "network 1010 (the DHCP test's) is missing";
     }
+}
+
+// A primary killed outright (SIGKILL): once it is demoted (what the fencer
+// writes for a dead coordinator) the other coordinator takes over, gateway
+// and dnsmasq included. Restarted, the old primary (now secondary) drops the
+// addresses and stops the dnsmasq its crash left.
+TEST_F(NetworkDaemon, PrimaryKilledLeavesNoDnsmasqAndTheOtherTakesOverDhcp) {
+    std::string primary = primary_node();
+    ASSERT_FALSE(primary.empty());
+    Node* dead = primary == "hv1" ? node1_ : node2_;
+    Node* survivor = primary == "hv1" ? node2_ : node1_;
+    const Netns& dead_ns = dead->ns();
+    const Netns& new_ns = survivor->ns();
+    ASSERT_EQ(dnsmasq_pids(dead_ns, "1010").size(), 1u) << "needs network 1010";
+    dead->kill();
+    ASSERT_TRUE(session_->write({{"/nodes/" + primary + "/routerstate", "secondary"}, {"/config/primary_node", "none"}}));
+    EXPECT_TRUE(eventually([&] {
+        return session_->get("/nodes/" + survivor->name() + "/routerstate").value_or("") == "primary" &&
+               dnsmasq_pids(new_ns, "1010").size() == 1 && holds(new_ns, "vmbr1010", "10.210.0.1/24");
+    }, std::chrono::seconds(30))) << survivor->log();
+    std::string a = dhcp_lease(new_ns, "g7", "vmbr1010", "52:54:00:10:10:08");
+    EXPECT_EQ(a.rfind("10.210.0.1", 0), 0u) << a;
+
+    // The crash left the router's addresses on the dead node's links.
+    EXPECT_TRUE(holds(dead_ns, "vmbr1010", "10.210.0.1/24"));
+    EXPECT_TRUE(holds(dead_ns, "lo", "169.254.169.254/32"));
+    dead->start();
+    EXPECT_TRUE(running(*dead)) << dead->log();
+    EXPECT_TRUE(eventually([&] {
+        return !holds(dead_ns, "vmbr1010", "10.210.0.1/24") && !holds(dead_ns, "lo", "169.254.169.254/32") &&
+               !holds(dead_ns, "brcluster", "10.231.0.250/24");
+    }, std::chrono::seconds(20))) << dead->log();
+    EXPECT_TRUE(dnsmasq_pids(dead_ns, "1010").empty());
+    EXPECT_NE(dead->log().find("dnsmasq process(es) left by an earlier run stopped"), std::string::npos) << dead->log();
+    EXPECT_EQ(session_->get("/nodes/" + survivor->name() + "/routerstate").value_or(""), "primary");
 }
 
 TEST_F(NetworkDaemon, RemovedNetworkIsTornDownOnBothNodes) {
