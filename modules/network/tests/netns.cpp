@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 
 #include <boost/process.hpp>
@@ -42,7 +44,14 @@ Netns::Netns(std::string name) : name_(std::move(name)) {
     must({"ip", "-n", name_, "link", "set", "lo", "up"});
 }
 
-Netns::~Netns() { run({"ip", "netns", "del", name_}); }
+Netns::~Netns() {
+    // Whatever the test started in it and left running (a daemon's dnsmasq
+    // after a SIGKILL, a guest's client) would outlive the namespace's name.
+    std::istringstream pids(run({"ip", "netns", "pids", name_}).out);
+    for (int pid; pids >> pid;)
+        if (pid != ::getpid()) ::kill(pid, SIGKILL);
+    run({"ip", "netns", "del", name_});
+}
 
 Result Netns::exec(const std::vector<std::string>& argv) const {
     std::vector<std::string> full{"ip", "netns", "exec", name_};

@@ -217,6 +217,8 @@ protected:
         node2_->start();
     }
     static void TearDownTestSuite() {
+        // An orderly stop: each daemon stops its dnsmasq instances.
+        for (Node* n : {node1_, node2_}) n->stop();
         delete node1_;
         delete node2_;
         if (session_) session_->close();
