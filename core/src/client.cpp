@@ -33,17 +33,18 @@ bool is_safe_name(std::string_view name) {
 }
 
 bool write_under_state_lock(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                            const std::vector<zk::KeyValue>& kvs, std::chrono::milliseconds hold) {
+                            const std::vector<zk::KeyValue>& kvs, std::chrono::milliseconds hold, std::stop_token stop) {
     zk::Lock lock(session, path("domain.state", {uuid}), zk::LockKind::exclusive, new_uuid());
-    if (!lock.acquire()) return false;
+    if (!lock.acquire(std::nullopt, stop)) return false;
     bool ok = session->write(kvs);
     if (ok) std::this_thread::sleep_for(hold);
     lock.release();
     return ok;
 }
 
-bool change_vm_state(const std::shared_ptr<zk::Session>& session, const std::string& uuid, const std::string& state) {
-    return write_under_state_lock(session, uuid, {{path("domain.state", {uuid}), state}});
+bool change_vm_state(const std::shared_ptr<zk::Session>& session, const std::string& uuid, const std::string& state,
+                     std::stop_token stop) {
+    return write_under_state_lock(session, uuid, {{path("domain.state", {uuid}), state}}, 500ms, stop);
 }
 
 std::vector<zk::KeyValue> vm_define_keys(const VmDefinition& vm) {
@@ -95,20 +96,22 @@ bool write_vm_xml(zk::Session& session, const std::string& uuid, const std::stri
 }
 
 bool relocate_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                 const std::string& target_state, const std::string& node, const std::string& last_node) {
+                 const std::string& target_state, const std::string& node, const std::string& last_node,
+                 std::stop_token stop) {
     return write_under_state_lock(session, uuid,
                                   {{path("domain.state", {uuid}), target_state},
                                    {path("domain.node", {uuid}), node},
-                                   {path("domain.last_node", {uuid}), last_node}});
+                                   {path("domain.last_node", {uuid}), last_node}},
+                                  500ms, stop);
 }
 
 bool undefine_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                 std::chrono::milliseconds settle) {
+                 std::chrono::milliseconds settle, std::stop_token stop) {
     if (session->get(path("domain.state", {uuid})).value_or("") != "stop") {
-        if (!change_vm_state(session, uuid, "stop")) return false;
+        if (!change_vm_state(session, uuid, "stop", stop)) return false;
         std::this_thread::sleep_for(settle);
     }
-    if (!change_vm_state(session, uuid, "delete")) return false;
+    if (!change_vm_state(session, uuid, "delete", stop)) return false;
     session->remove_recursive(path("domain.name", {uuid}));
     return true;
 }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,11 +28,13 @@ PVC_SDK_API bool is_safe_name(std::string_view name);
 
 // The reference's change_state and move/migrate write: the kazoo exclusive
 // lock on /domains/<uuid>/state, the keys written in one transaction, held
-// `hold` (0.5 s) more, released. False when the lock or the write failed.
+// `hold` (0.5 s) more, released. False when the lock or the write failed, or
+// when `stop` was requested while waiting for the lock (a server stopping).
 PVC_SDK_API bool write_under_state_lock(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                                        const std::vector<zk::KeyValue>& kvs, std::chrono::milliseconds hold = 500ms);
+                                        const std::vector<zk::KeyValue>& kvs, std::chrono::milliseconds hold = 500ms,
+                                        std::stop_token stop = {});
 PVC_SDK_API bool change_vm_state(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                                 const std::string& state);
+                                 const std::string& state, std::stop_token stop = {});
 
 // A new VM's keys (api.md §2.3 "POST /vm").
 struct VmDefinition {
@@ -55,11 +58,12 @@ PVC_SDK_API bool write_vm_xml(zk::Session& session, const std::string& uuid, con
                               const std::vector<std::string>& rbd_list, const std::string& xml);
 // move/migrate/unmigrate: state, node and last node under the state lock.
 PVC_SDK_API bool relocate_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                             const std::string& target_state, const std::string& node, const std::string& last_node);
+                             const std::string& target_state, const std::string& node, const std::string& last_node,
+                             std::stop_token stop = {});
 // Undefine: `stop` unless stopped (then `settle`), `delete`, the VM's tree
 // removed. False when a write failed (nothing more is done then).
 PVC_SDK_API bool undefine_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                             std::chrono::milliseconds settle = 0ms);
+                             std::chrono::milliseconds settle = 0ms, std::stop_token stop = {});
 
 // Node requests: domain state (flush, unflush), the primary coordinator
 // (`primary`: the node's name; `secondary`: none), cluster maintenance.

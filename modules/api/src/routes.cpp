@@ -602,7 +602,7 @@ HttpResponse Api::vm_modify(Ctx& c) {
     if (!client::write_vm_xml(*zk_, *u, name, x.rbd_list(), xml)) return message(500, "Internal Server Error");
     if (c.flag("restart")) {
         auto t0 = Clock::now();
-        if (!client::change_vm_state(zk_, *u, "restart")) return message(500, "Internal Server Error");
+        if (!client::change_vm_state(zk_, *u, "restart", c.stop)) return message(500, "Internal Server Error");
         figures_.vm_action("restart", std::chrono::duration<double>(Clock::now() - t0).count());
     }
     settle(path("domain.xml", {*u}), xml);
@@ -618,7 +618,7 @@ HttpResponse Api::vm_delete(Ctx& c) {
         return message(400, "ERROR: Removing a VM's RBD volumes is not supported by this API; undefine VM '" + vm +
                                 "' and remove its volumes with Ceph's tools.");
     auto t0 = Clock::now();
-    if (!client::undefine_vm(zk_, *u, disks ? 1000ms : 0ms)) return message(500, "Internal Server Error");
+    if (!client::undefine_vm(zk_, *u, disks ? 1000ms : 0ms, c.stop)) return message(500, "Internal Server Error");
     figures_.vm_action("remove", std::chrono::duration<double>(Clock::now() - t0).count());
     settle(path("domain.name", {*u}), std::nullopt);
     return message(200, disks ? "Removed VM '" + vm + "' and its disks from the cluster."
@@ -646,7 +646,7 @@ HttpResponse Api::set_vm_state(Ctx& c, const std::string& u) {
     std::string current = read_key(key);
     auto t0 = Clock::now();
     auto write = [&](const std::string& s) {
-        bool ok = client::change_vm_state(zk_, u, s);
+        bool ok = client::change_vm_state(zk_, u, s, c.stop);
         figures_.vm_action(s, std::chrono::duration<double>(Clock::now() - t0).count());
         return ok;
     };
@@ -742,7 +742,7 @@ HttpResponse Api::vm_node_post(Ctx& c) {
         new_last = action == "migrate" ? ((!last.empty() && force) ? last : cur) : "";
     }
     auto t0 = Clock::now();
-    if (!client::relocate_vm(zk_, u, ts, target, new_last)) return message(500, "Internal Server Error");
+    if (!client::relocate_vm(zk_, u, ts, target, new_last, c.stop)) return message(500, "Internal Server Error");
     figures_.vm_action(action, std::chrono::duration<double>(Clock::now() - t0).count());
     bool wait = c.flag("wait");
     if (wait)
