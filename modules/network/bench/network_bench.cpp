@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
                 }
                 return false;
             };
-            if (!poll([&] { return chain_has(nft, "vxlan6099-in", "counter"); }))
+            const std::string last = "vxlan" + std::to_string(6000 + batch - 1) + "-in";
+            if (!poll([&] { return chain_has(nft, last, "counter"); }))
                 throw std::runtime_error("the batch's firewall chains are not in place");
             // Steady state: the batch's second passes (after the MTU
             // write-backs) are done; an ACL is not queued behind them.
