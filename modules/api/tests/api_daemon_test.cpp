@@ -244,3 +244,14 @@ TEST_F(ApiDaemon, AnOperatorsWalkOverHttpLeavesTheKeysOfTheSameWalkThroughPvc) {
         EXPECT_EQ(http.keys[step], cli.keys[step]);
     }
 }
+
+TEST_F(ApiDaemon, CheckConfigReportsTheApiBlocksProblemsWithTheirKeys) {
+    auto file = config_of("hv1");
+    std::string yaml = slurp(file);
+    replace(yaml, "listen_port: " + std::to_string(api_port), "listen_port: 99999\n    colour: blue");
+    std::ofstream(file) << yaml;
+    auto r = pvc::test::run_command({pvc::test::pvcnoded_binary(), "--check-config", file.string()});
+    EXPECT_EQ(r.status, 78) << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find("pvc.api.listen_port"), std::string::npos) << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find("pvc.api.colour"), std::string::npos) << r.out << r.err;
+}

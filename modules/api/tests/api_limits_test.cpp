@@ -3,6 +3,8 @@
 // configured certificate.
 #include "api_fixture.hpp"
 
+#include <thread>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -99,4 +101,17 @@ TEST(ApiServer, AMissingCertificateIsAClearError) {
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent/cert.pem"), std::string::npos) << e.what();
     }
+}
+
+TEST_F(ApiLimits, StopEndsARequestWaitingOnTheClusterAtOnce) {
+    const std::string u = "5a0e1d2c-0000-4000-8000-0000000000d1";
+    ASSERT_EQ(define("web1", u).status, 200u);
+    session->write(schema::path("domain.state", {u}), "start");
+    std::thread waiting([&] { post("/vm/web1/state?state=shutdown&wait=true"); });  // nobody ever stops it
+    ASSERT_TRUE(eventually([&] { return session->get(schema::path("domain.state", {u})).value_or("") == "shutdown"; }, 5s));
+    auto t0 = std::chrono::steady_clock::now();
+    server->stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+    waiting.join();
+    server->start();
 }
