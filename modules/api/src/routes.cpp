@@ -90,6 +90,9 @@ Limit compile(const std::string& limit, bool fuzzy) {
     return l;
 }
 bool full_match(const Limit& l, const std::string& s) {
+    // libstdc++'s matcher recurses per character: a very long candidate
+    // could exhaust a worker's stack. No name the API writes is this long.
+    if (s.size() > 4096) return false;
     try {
         return l.re && std::regex_match(s, *l.re);
     } catch (const std::regex_error&) {
@@ -535,14 +538,15 @@ HttpResponse Api::vm_define(Ctx& c) {
         return message(400, quoted(std::string("XML is malformed or incorrect: ") + e.what()));
     }
     if (!x.uuid || !is_uuid(*x.uuid)) return message(400, "XML is malformed or incorrect: no valid <uuid> element");
-    if (!client::is_safe_name(x.name)) return message(400, "XML is malformed or incorrect: no valid <name> element");
+    if (!client::is_safe_name(x.name) || x.name.size() > 255)
+        return message(400, "XML is malformed or incorrect: no valid <name> element");
     if (!x.memory_kib || !x.vcpus) return message(400, "XML is malformed or incorrect: no valid <memory> or <vcpu> element");
     std::string uuid = lower(*x.uuid);
     auto user_tags = c.params.all("user_tags"), protected_tags = c.params.all("protected_tags");
     for (const auto& t : user_tags)
-        if (!client::is_safe_name(t)) return param_error("user_tags", "Invalid tag name");
+        if (!client::is_safe_name(t) || t.size() > 255) return param_error("user_tags", "Invalid tag name");
     for (const auto& t : protected_tags)
-        if (!client::is_safe_name(t)) return param_error("protected_tags", "Invalid tag name");
+        if (!client::is_safe_name(t) || t.size() > 255) return param_error("protected_tags", "Invalid tag name");
     if (zk_->exists(path("domain.name", {uuid})) || find_vm(x.name))
         return message(400, "ERROR: Specified VM '" + x.name + "' or UUID '" + uuid + "' matches an existing VM on the cluster");
     std::string node = c.p("node").value_or("");
@@ -816,7 +820,7 @@ HttpResponse Api::vm_tags_post(Ctx& c) {
     // Q19: a tag is required (the reference stored a tag named None).
     auto tag = c.p("tag");
     if (!tag) return param_error("tag", "A tag must be specified");
-    if (!client::is_safe_name(*tag)) return param_error("tag", "Invalid tag name");
+    if (!client::is_safe_name(*tag) || tag->size() > 255) return param_error("tag", "Invalid tag name");
     if (action == "add") {
         std::string prot = c.p("protected").value_or("False");
         if (!zk_->write(client::vm_tag_keys(*u, *tag, prot))) return message(500, "Internal Server Error");

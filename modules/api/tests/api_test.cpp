@@ -334,6 +334,7 @@ TEST_F(ApiRoutes, BadInputIsA4xxWithAJsonMessageAndWritesNothing) {
     EXPECT_EQ(m.json()["message"].get<std::string>().rfind("XML is malformed or incorrect: ", 0), 0u);
     EXPECT_EQ(post("/vm?node=hv1", form({{"xml", vm_xml("../../nodes", U1)}})).status, 400u);
     EXPECT_EQ(post("/vm?node=hv1", form({{"xml", vm_xml("web1", U1)}, {"user_tags", "../x"}})).status, 400u);
+    EXPECT_EQ(post("/vm?node=hv1", form({{"xml", vm_xml(std::string(300, 'n'), U1)}})).status, 400u);
     // A choice outside its list; a wrong type.
     EXPECT_EQ(post("/vm?node=hv1&selector=fastest", form({{"xml", vm_xml("web1", U1)}})).json()["message"]["selector"],
               "A valid selector must be specified");
