@@ -504,6 +504,12 @@ std::string daemon_metrics(const Reader& r, const DaemonFigures& f, size_t view_
         for (const auto& p : r.children(path("node.monitoring.data", {n})))
             if (auto t = to_int(r.value(path("monitoring_plugin.last_run", {n, p}))))
                 o.sample("pvcnoded_plugin_last_run", {{"node", n}, {"plugin", p}}, std::to_string(*t));
+    o.metric("pvcnoded_plugin_runtime_seconds", "Run time of each node health plugin's last run");
+    for (const auto& n : r.children(path("base.node")))
+        for (const auto& p : r.children(path("node.monitoring.data", {n}))) {
+            auto v = r.get(path("monitoring_plugin.runtime", {n, p}));
+            if (v && !v->empty()) o.sample("pvcnoded_plugin_runtime_seconds", {{"node", n}, {"plugin", p}}, raw(to_float(*v)));
+        }
     o.metric("pvcnoded_keepalive_timestamp", "Last keepalive of each node (Unix time)");
     for (const auto& n : r.children(path("base.node")))
         if (auto t = to_int(r.value(path("node.keepalive", {n}))))

@@ -156,6 +156,19 @@ TEST_F(ApiDaemon, TheApiFollowsThePrimaryWithinTwoSecondsAndTheOldOneStopsListen
         EXPECT_EQ(slurp(dir.path() / (std::string(n) + ".out")).find(token), std::string::npos) << n;
     }
     EXPECT_NE(log_of("hv2").find("GET /api/v1/status 200"), std::string::npos);
+
+    // The daemon's own figures: measured, not placeholders.
+    auto figure = [&](const std::string& body, const std::string& name) {
+        auto p = body.find("\n" + name + " ");
+        return p == std::string::npos ? -1.0 : std::stod(body.substr(p + name.size() + 2));
+    };
+    std::string daemon;
+    ASSERT_TRUE(eventually([&] {
+        daemon = request(address_of("hv2"), api_port, Call{"GET", "/api/v1/metrics/daemon", "", "", std::nullopt}).body;
+        return figure(daemon, "pvcnoded_zookeeper_latency_seconds") > 0 && figure(daemon, "pvcnoded_keepalive_interval_seconds") > 0;
+    }, 10s)) << daemon;
+    EXPECT_GT(figure(daemon, "pvcnoded_api_requests"), 0) << daemon;
+    EXPECT_NE(daemon.find("pvcnoded_keepalive_timestamp{node=\"hv1\"}"), std::string::npos) << daemon;
 }
 
 TEST_F(ApiDaemon, AnOperatorsWalkOverHttpLeavesTheKeysOfTheSameWalkThroughPvc) {
