@@ -274,6 +274,7 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
 std::string Api::read_key(const std::string& p) { return zk_->get(p).value_or(""); }
 
 void Api::settle(const std::string& p, const std::optional<std::string>& value) {
+    if (is_excluded(p)) return;  // not mirrored (a console log)
     auto until = Clock::now() + 2s;
     while (Clock::now() < until) {
         {
@@ -513,9 +514,23 @@ std::optional<std::string> Api::choose_target(const std::string& node_limit, con
 }
 
 namespace {
-// Memory and vCPU admission of the reference (define, modify).
-std::optional<std::string> admission(const Reader& r, const DomainXml& x, const std::string& node, const std::string& what) {
-    long long memory = x.memory_kib ? static_cast<long long>(*x.memory_kib / 1024) : 0;
+// Memory and vCPU admission of the reference (define, modify): the raw
+// <memory> number against the node's MiB total, units ignored (Q20, kept).
+std::optional<std::string> admission(const Reader& r, const std::string& xml, const DomainXml& x, const std::string& node,
+                                     const std::string& what) {
+    // The first <memory ...>text</memory>, scanned by hand (no regex over a
+    // client's document).
+    std::optional<long long> raw;
+    for (size_t at = xml.find("<memory"); at != std::string::npos && !raw; at = xml.find("<memory", at + 1)) {
+        char after = at + 7 < xml.size() ? xml[at + 7] : '\0';
+        if (after != '>' && after != ' ' && after != '\t' && after != '\n' && after != '\r') continue;
+        size_t open_end = xml.find('>', at);
+        size_t close = xml.find("</memory>", at);
+        if (open_end == std::string::npos || close == std::string::npos || close < open_end) break;
+        raw = to_int(xml.substr(open_end + 1, close - open_end - 1));
+        if (!raw) break;
+    }
+    long long memory = raw ? *raw : (x.memory_kib ? static_cast<long long>(*x.memory_kib / 1024) : 0);
     long long total = to_int(r.value(path("node.memory.total", {node}))).value_or(0);
     if (memory >= total)
         return "ERROR: " + what + " specifies more memory (" + std::to_string(memory) + " MiB) than node '" + node +
@@ -563,7 +578,7 @@ HttpResponse Api::vm_define(Ctx& c) {
     }
     {
         auto r = view_.read();
-        if (auto refused = admission(r, x, node, "VM configuration")) return message(400, *refused);
+        if (auto refused = admission(r, xml, x, node, "VM configuration")) return message(400, *refused);
     }
     client::VmDefinition def;
     def.uuid = uuid;
@@ -600,7 +615,7 @@ HttpResponse Api::vm_modify(Ctx& c) {
     std::string name = read_key(path("domain.name", {*u}));
     {
         auto r = view_.read();
-        if (auto refused = admission(r, x, r.value(path("domain.node", {*u})), "Updated VM configuration"))
+        if (auto refused = admission(r, xml, x, r.value(path("domain.node", {*u})), "Updated VM configuration"))
             return message(400, *refused);
     }
     if (!client::write_vm_xml(*zk_, *u, name, x.rbd_list(), xml)) return message(500, "Internal Server Error");
