@@ -85,10 +85,54 @@ ClusterView::ClusterView(std::shared_ptr<zk::Session> zk) : zk_(std::move(zk)) {
 ClusterView::~ClusterView() { stop(); }
 
 void ClusterView::start() {
-    for (const char* r : roots) add(r);
+    {
+        std::lock_guard g(feed_m_);
+        if (feeding_) return;
+        feeding_ = true;
+        for (const char* r : roots) queue_.emplace_back(r);
+    }
+    feeder_ = std::thread([this] { feed(); });
+}
+
+void ClusterView::enqueue(const std::string& path) {
+    std::lock_guard g(feed_m_);
+    queue_.push_back(path);
+    feed_cv_.notify_all();
+}
+
+void ClusterView::feed() {
+    for (;;) {
+        std::string path;
+        {
+            std::unique_lock l(feed_m_);
+            feed_cv_.wait(l, [&] { return feed_stop_ || (!queue_.empty() && in_flight_ < in_flight_cap); });
+            if (feed_stop_) return;
+            path = std::move(queue_.front());
+            queue_.pop_front();
+            in_flight_ += is_container(path) ? 2 : 1;
+        }
+        size_t armed = 0;
+        try {
+            armed = add(path);
+        } catch (const std::exception&) {
+            // The session is closing: nothing more to arm.
+        }
+        size_t expected = is_container(path) ? 2 : 1;
+        if (armed < expected) {
+            std::lock_guard g(feed_m_);
+            in_flight_ -= std::min(in_flight_, expected - armed);
+            if (in_flight_ == 0) ready_cv_.notify_all();
+        }
+    }
 }
 
 void ClusterView::stop() {
+    {
+        std::lock_guard g(feed_m_);
+        feed_stop_ = true;
+        feed_cv_.notify_all();
+    }
+    if (feeder_.joinable()) feeder_.join();
     std::vector<std::shared_ptr<zk::Watch>> cancel;
     {
         std::unique_lock<WriterFirstMutex> l(m_);
@@ -103,8 +147,8 @@ void ClusterView::stop() {
 }
 
 bool ClusterView::ready() const {
-    std::shared_lock<WriterFirstMutex> l(m_);
-    return pending_ == 0 && !entries_.empty();
+    std::lock_guard g(feed_m_);
+    return feeding_ && queue_.empty() && in_flight_ == 0;
 }
 
 bool ClusterView::wait_ready(std::chrono::milliseconds timeout) const {
@@ -124,14 +168,15 @@ size_t ClusterView::size() const {
     return entries_.size();
 }
 
-void ClusterView::add(const std::string& path) {
+// Returns the watches whose first answer is accounted for (armed, or
+// counted by erase_subtree); 0 when the path was there already.
+size_t ClusterView::add(const std::string& path) {
     bool container = is_container(path);
     {
         std::unique_lock<WriterFirstMutex> l(m_);
-        if (stopped_ || entries_.count(path)) return;
+        if (stopped_ || entries_.count(path)) return 0;
         Entry& e = entries_[path];
         e.container = container;
-        pending_ += container ? 2 : 1;
     }
     // The watches' first calls come on the event thread, after these return.
     auto dw = zk_->watch_data(path, [this, path](const std::optional<std::string>& d, const zk::Stat&) { on_data(path, d); });
@@ -142,19 +187,23 @@ void ClusterView::add(const std::string& path) {
     std::unique_lock<WriterFirstMutex> l(m_);
     auto it = entries_.find(path);
     if (it == entries_.end() || stopped_) {
+        // Removed meanwhile: erase_subtree counted its answers as seen.
         l.unlock();
         dw->cancel();
         if (cw) cw->cancel();
         watch_count_ -= container ? 2 : 1;
-        return;
+        return container ? 2 : 1;
     }
     it->second.data_watch = std::move(dw);
     it->second.children_watch = std::move(cw);
+    return container ? 2 : 1;
 }
 
 void ClusterView::seen() {
-    if (pending_ > 0) --pending_;
-    if (pending_ == 0) ready_cv_.notify_all();
+    std::lock_guard g(feed_m_);
+    if (in_flight_ > 0) --in_flight_;
+    feed_cv_.notify_all();
+    if (in_flight_ == 0) ready_cv_.notify_all();
 }
 
 void ClusterView::bump(const std::string& path) {
@@ -219,7 +268,7 @@ void ClusterView::on_children(const std::string& path, const std::optional<std::
     for (auto& w : cancel) w->cancel();
     for (const auto& a : added) {
         std::string child = path + "/" + a;
-        if (!is_excluded(child)) add(child);
+        if (!is_excluded(child)) enqueue(child);
     }
 }
 

@@ -5,13 +5,19 @@
 // key when asked.
 //
 // Watches fire on the session's event thread; each callback updates the map
-// under a unique lock and arms the watches of new children. Readers take a
-// shared lock for the whole of one response (a consistent picture).
+// under a unique lock and queues the new children. The view's own feeder
+// thread arms the queued watches, at most `in_flight_cap` not yet answered
+// at once: arming a watch is a read on the session's one event thread, and
+// 20,000 of them queued at once (1,000 VMs) would hold every other watch of
+// the daemon behind them for seconds. Readers take a shared lock for the
+// whole of one response (a consistent picture).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <thread>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,6 +58,8 @@ public:
     ClusterView(const ClusterView&) = delete;
     ClusterView& operator=(const ClusterView&) = delete;
 
+    static constexpr size_t in_flight_cap = 32;
+
     void start();
     void stop();
     // True once every watch armed so far has delivered its first value.
@@ -89,20 +97,28 @@ private:
         bool container = false, data_seen = false, children_seen = false;
         std::shared_ptr<zk::Watch> data_watch, children_watch;
     };
-    void add(const std::string& path);
+    void enqueue(const std::string& path);
+    void feed();                          // the feeder thread
+    size_t add(const std::string& path);  // answers accounted for (0: already there, or stopped)
     void on_data(const std::string& path, const std::optional<std::string>& data);
     void on_children(const std::string& path, const std::optional<std::vector<std::string>>& kids);
     void bump(const std::string& path);  // under m_
     void erase_subtree(const std::string& path, std::vector<std::shared_ptr<zk::Watch>>& cancel);  // under m_
-    void seen();  // under m_: one pending first value arrived
+    void seen();  // one armed watch gave its first value
 
     std::shared_ptr<zk::Session> zk_;
     mutable WriterFirstMutex m_;
     std::map<std::string, Entry> entries_;
     std::map<std::string, uint64_t> object_gen_, root_gen_;
     uint64_t gen_ = 0;
-    size_t pending_ = 0;
     bool stopped_ = false;
+    // The feeder's queue and the watches armed but not yet answered.
+    mutable std::mutex feed_m_;
+    std::condition_variable feed_cv_;
+    std::deque<std::string> queue_;
+    size_t in_flight_ = 0;
+    bool feeding_ = false, feed_stop_ = false;
+    std::thread feeder_;
     std::atomic<size_t> watch_count_{0};
     mutable std::mutex ready_m_;
     mutable std::condition_variable ready_cv_;
