@@ -33,48 +33,6 @@ struct Recorder {
     }
 };
 
-std::string hex(const std::string& bytes) {
-    static const char* d = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : bytes) {
-        out += d[c >> 4];
-        out += d[c & 15];
-    }
-    return out;
-}
-
-// Connects with an existing session's id and password, then sends closeSession.
-const char* kCloseSession = R"PY(
-import socket, struct, sys, time
-port, sid, passwd = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3])
-class Closed(Exception): pass
-def attempt():
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    def send(payload): s.sendall(struct.pack(">i", len(payload)) + payload)
-    def exact(n):
-        b = b""
-        while len(b) < n:
-            c = s.recv(n - len(b))
-            if not c: raise Closed()
-            b += c
-        return b
-    def recv(): return exact(struct.unpack(">i", exact(4))[0])
-    send(struct.pack(">iqiqi", 0, 0, 2000, sid, len(passwd)) + passwd + b"\x00")
-    _, timeout, got = struct.unpack(">iiq", recv()[:16])
-    if timeout <= 0: return  # the session is gone: done
-    if got != sid: raise SystemExit("session not taken over: %r" % got)
-    send(struct.pack(">ii", 1, -11))  # xid 1, closeSession
-    recv()  # the reply confirms the close
-# Our own client reconnects at once and may win the session back before the
-# close is processed: try again until the server confirms or reports it expired.
-for i in range(50):
-    try:
-        attempt()
-        sys.exit(0)
-    except (Closed, ConnectionError):
-        time.sleep(0.05)
-sys.exit("could not take the session over")
-)PY";
 
 }  // namespace
 
@@ -141,8 +99,7 @@ TEST(ZkRecovery, ExpiredSessionIsReplacedWithEphemeralsAndWatchesRestored) {
     // Expire it the classic way: a second client takes over the session (same id and
     // password) and closes it. Done on the wire in one connection, because a full client
     // (kazoo) and ours keep stealing the session back from each other.
-    auto r = test::run_python(kCloseSession, {std::to_string(server.port()), std::to_string(old_id),
-                                              hex(s->session_password())});
+    auto r = test::close_session(server.port(), *s);
     ASSERT_EQ(r.status, 0) << r.err;
 
     ASSERT_TRUE(eventually([&] { return rec.has(zk::SessionEvent::expired_recovered); }, 20s)) << [&] {

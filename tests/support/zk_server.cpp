@@ -319,6 +319,58 @@ ProcResult run_command(const std::vector<std::string>& argv, std::chrono::second
     return r;
 }
 
+namespace {
+
+std::string hex(const std::string& bytes) {
+    static const char* d = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) {
+        out += d[c >> 4];
+        out += d[c & 15];
+    }
+    return out;
+}
+
+// Connects with an existing session's id and password, then sends closeSession.
+const char* const close_session_script = R"PY(
+import socket, struct, sys, time
+port, sid, passwd = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+class Closed(Exception): pass
+def attempt():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    def send(payload): s.sendall(struct.pack(">i", len(payload)) + payload)
+    def exact(n):
+        b = b""
+        while len(b) < n:
+            c = s.recv(n - len(b))
+            if not c: raise Closed()
+            b += c
+        return b
+    def recv(): return exact(struct.unpack(">i", exact(4))[0])
+    send(struct.pack(">iqiqi", 0, 0, 2000, sid, len(passwd)) + passwd + b"\x00")
+    _, timeout, got = struct.unpack(">iiq", recv()[:16])
+    if timeout <= 0: return  # the session is gone: done
+    if got != sid: raise SystemExit("session not taken over: %r" % got)
+    send(struct.pack(">ii", 1, -11))  # xid 1, closeSession
+    recv()  # the reply confirms the close
+# Our own client reconnects at once and may win the session back before the
+# close is processed: try again until the server confirms or reports it expired.
+for i in range(50):
+    try:
+        attempt()
+        sys.exit(0)
+    except (Closed, ConnectionError):
+        time.sleep(0.05)
+sys.exit("could not take the session over")
+)PY";
+
+}  // namespace
+
+ProcResult close_session(int port, const zk::Session& session) {
+    return run_python(close_session_script,
+                      {std::to_string(port), std::to_string(session.session_id()), hex(session.session_password())});
+}
+
 ProcResult run_python(const std::string& script, const std::vector<std::string>& args, std::chrono::seconds timeout) {
     std::vector<std::string> argv{"/usr/bin/python3", "-c", script};
     argv.insert(argv.end(), args.begin(), args.end());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pvc/test/timing.hpp"
+#include "pvc/zk.hpp"
 
 namespace pvc::test {
 
@@ -67,6 +68,10 @@ std::string unique_name(const std::string& base = "node");
 struct ProcResult { int status; std::string out; std::string err; };
 ProcResult run_python(const std::string& script, const std::vector<std::string>& args = {},
                       std::chrono::seconds timeout = std::chrono::seconds(60));
+// Ends `session` on the server at `port` the way ZooKeeper expires one: a
+// second connection takes the session over (its id and password) and closes
+// it; the owner then sees it expired. Status 0 once the server confirmed.
+ProcResult close_session(int port, const zk::Session& session);
 // Runs a command (argv), captures output.
 ProcResult run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout = std::chrono::seconds(60));
 
