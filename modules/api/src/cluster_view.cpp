@@ -105,8 +105,15 @@ void ClusterView::feed() {
         std::string path;
         {
             std::unique_lock l(feed_m_);
-            feed_cv_.wait(l, [&] { return feed_stop_ || (!queue_.empty() && in_flight_ < in_flight_cap); });
+            bool work = feed_cv_.wait_for(l, std::chrono::seconds(1), [&] {
+                return feed_stop_ || (!queue_.empty() && in_flight_ < in_flight_cap);
+            });
             if (feed_stop_) return;
+            if (!work) {
+                l.unlock();
+                heal();
+                continue;
+            }
             path = std::move(queue_.front());
             queue_.pop_front();
             in_flight_ += is_container(path) ? 2 : 1;
@@ -124,6 +131,43 @@ void ClusterView::feed() {
             if (in_flight_ == 0) ready_cv_.notify_all();
         }
     }
+}
+
+// A watch armed while the session was flapping (taken over, expired) may
+// have had its first read fail after the session's re-arming pass: it would
+// never answer. One silent for 10 s while the session is connected is armed
+// again (its children, if any, stay mirrored; the container's children
+// watch lists them again).
+void ClusterView::heal() {
+    if (!zk_->connected()) return;
+    auto now = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<zk::Watch>> cancel;
+    std::vector<std::string> again;
+    size_t unseen = 0;
+    {
+        std::unique_lock<WriterFirstMutex> l(m_);
+        if (stopped_) return;
+        for (auto it = entries_.begin(); it != entries_.end();) {
+            Entry& e = it->second;
+            bool silent = !e.data_seen || (e.container && !e.children_seen);
+            if (!silent || !e.data_watch || now - e.armed < std::chrono::seconds(10)) {
+                ++it;
+                continue;
+            }
+            unseen += (e.data_seen ? 0 : 1) + (e.container && !e.children_seen ? 1 : 0);
+            cancel.push_back(std::move(e.data_watch));
+            if (e.children_watch) cancel.push_back(std::move(e.children_watch));
+            again.push_back(it->first);
+            it = entries_.erase(it);
+        }
+    }
+    if (again.empty()) return;
+    watch_count_ -= cancel.size();
+    for (auto& w : cancel) w->cancel();
+    std::lock_guard g(feed_m_);
+    in_flight_ -= std::min(in_flight_, unseen);
+    for (auto& p : again) queue_.push_back(std::move(p));
+    feed_cv_.notify_all();
 }
 
 void ClusterView::stop() {
@@ -148,7 +192,10 @@ void ClusterView::stop() {
 
 bool ClusterView::ready() const {
     std::lock_guard g(feed_m_);
-    return feeding_ && queue_.empty() && in_flight_ == 0;
+    // A latch: once the first load is complete, later arrivals (new VMs
+    // being armed) never make requests wait.
+    if (feeding_ && queue_.empty() && in_flight_ == 0) loaded_ = true;
+    return loaded_;
 }
 
 bool ClusterView::wait_ready(std::chrono::milliseconds timeout) const {
@@ -196,6 +243,7 @@ size_t ClusterView::add(const std::string& path) {
     }
     it->second.data_watch = std::move(dw);
     it->second.children_watch = std::move(cw);
+    it->second.armed = std::chrono::steady_clock::now();
     return container ? 2 : 1;
 }
 

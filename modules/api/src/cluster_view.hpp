@@ -62,7 +62,8 @@ public:
 
     void start();
     void stop();
-    // True once every watch armed so far has delivered its first value.
+    // True once the first load is complete (every watch armed by then gave
+    // its first value); stays true.
     bool ready() const;
     bool wait_ready(std::chrono::milliseconds timeout) const;
     // znodes mirrored (values and children lists), watches armed.
@@ -95,10 +96,12 @@ private:
         std::optional<std::string> value;
         std::vector<std::string> children;
         bool container = false, data_seen = false, children_seen = false;
+        std::chrono::steady_clock::time_point armed{};
         std::shared_ptr<zk::Watch> data_watch, children_watch;
     };
     void enqueue(const std::string& path);
     void feed();                          // the feeder thread
+    void heal();                          // re-arms watches silent for too long
     size_t add(const std::string& path);  // answers accounted for (0: already there, or stopped)
     void on_data(const std::string& path, const std::optional<std::string>& data);
     void on_children(const std::string& path, const std::optional<std::vector<std::string>>& kids);
@@ -118,6 +121,7 @@ private:
     std::deque<std::string> queue_;
     size_t in_flight_ = 0;
     bool feeding_ = false, feed_stop_ = false;
+    mutable bool loaded_ = false;
     std::thread feeder_;
     std::atomic<size_t> watch_count_{0};
     mutable std::mutex ready_m_;

@@ -50,7 +50,10 @@ protected:
     }
 
     void SetUp() override {
-        session = zk::Session::connect({.hosts = zk_->hosts()});
+        zk::SessionOptions so;
+        so.hosts = zk_->hosts();
+        session_options(so);
+        session = zk::Session::connect(so);
         for (const auto& n : {"hv1", "hv2"}) write_node(n);
         pvc::test::NodeConfigOptions o;
         o.node = "hv1";
@@ -87,6 +90,7 @@ protected:
         session->close();
     }
     virtual void customize(ApiSettings&) {}
+    virtual void session_options(zk::SessionOptions&) {}
 
     void write_node(const std::string& n, const std::string& daemon = "run", const std::string& domain = "ready") {
         auto k = [&](std::string_view key) { return schema::path(key, {n}); };

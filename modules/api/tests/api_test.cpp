@@ -46,7 +46,12 @@ TEST_F(ApiRoutes, KeysAreNeverLoggedAndEveryRequestIsOneAccessLine) {
     get("/node");
     call("GET", "/node", "", std::string("wrong-key-zz9"));
     get("/vm?limit=x");
-    ASSERT_TRUE(eventually([&] { return logged().find("GET /api/v1/vm 404") != std::string::npos; }, 5s)) << logged();
+    // Each line is written once its answer is sent: they may come in any order.
+    ASSERT_TRUE(eventually([&] {
+        std::string l = logged();
+        return l.find("GET /api/v1/vm 404") != std::string::npos && l.find("GET /api/v1/node 401") != std::string::npos &&
+               l.find("GET /api/v1/node 200") != std::string::npos;
+    }, 5s)) << logged();
     std::string log = logged();
     EXPECT_EQ(log.find(token), std::string::npos);
     EXPECT_EQ(log.find("wrong-key-zz9"), std::string::npos);
@@ -520,71 +525,4 @@ print(json.dumps(out)); zk.stop()
         EXPECT_EQ(tree[k], v) << k;
     }
     EXPECT_EQ(tree.size(), want.size()) << tree.dump(1);
-}
-
-namespace {
-// Expires a session the classic way: a second client takes it over (same id
-// and password) and closes it, on the wire in one connection.
-const char* kCloseSession = R"PY(
-import socket, struct, sys, time
-port, sid, passwd = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3])
-class Closed(Exception): pass
-def attempt():
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    def send(payload): s.sendall(struct.pack(">i", len(payload)) + payload)
-    def exact(n):
-        b = b""
-        while len(b) < n:
-            c = s.recv(n - len(b))
-            if not c: raise Closed()
-            b += c
-        return b
-    def recv(): return exact(struct.unpack(">i", exact(4))[0])
-    send(struct.pack(">iqiqi", 0, 0, 2000, sid, len(passwd)) + passwd + b"\x00")
-    _, timeout, got = struct.unpack(">iiq", recv()[:16])
-    if timeout <= 0: return
-    if got != sid: raise SystemExit("session not taken over: %r" % got)
-    send(struct.pack(">ii", 1, -11))
-    recv()
-for i in range(50):
-    try:
-        attempt()
-        sys.exit(0)
-    except (Closed, ConnectionError):
-        time.sleep(0.05)
-sys.exit("could not take the session over")
-)PY";
-
-std::string hex(const std::string& bytes) {
-    static const char* d = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : bytes) {
-        out += d[c >> 4];
-        out += d[c & 15];
-    }
-    return out;
-}
-}  // namespace
-
-TEST_F(ApiRoutes, TheViewFollowsTheClusterAcrossASessionExpiry) {
-    ASSERT_EQ(define("web1", U1).status, 200u);
-    auto other = zk::Session::connect({.hosts = zk_->hosts()});
-    auto r = pvc::test::run_python(kCloseSession, {std::to_string(zk_->port()), std::to_string(session->session_id()),
-                                                   hex(session->session_password())});
-    ASSERT_EQ(r.status, 0) << r.err;
-    // Meanwhile another client removes the VM and defines another.
-    other->remove_recursive(path("domain.name", {U1}));
-    client::VmDefinition d;
-    d.uuid = U2;
-    d.name = "db1";
-    d.xml = vm_xml("db1", U2);
-    d.node = "hv2";
-    ASSERT_TRUE(client::define_vm(*other, d));
-    EXPECT_TRUE(eventually([&] {
-        auto l = get("/vm");
-        return l.status == 200 && l.json().size() == 1 && l.json()[0]["name"] == "db1";
-    }, 20s)) << get("/vm").body;
-    other->write(path("domain.state", {U2}), "start");
-    EXPECT_TRUE(eventually([&] { return get("/vm/db1").json()[0]["state"] == "start"; }, 5s));
-    other->close();
 }
