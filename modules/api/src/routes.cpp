@@ -89,6 +89,14 @@ Limit compile(const std::string& limit, bool fuzzy) {
     }
     return l;
 }
+// A list route's `limit`: no filter when absent or empty, else compiled into
+// `l`; a pattern that does not compile is the 400 returned.
+std::optional<HttpResponse> read_limit(const std::optional<std::string>& limit, bool fuzzy, Limit& l) {
+    if (!limit || limit->empty()) return std::nullopt;
+    l = compile(*limit, fuzzy);
+    if (!l.re) return message(400, "Regex Error: " + l.error);
+    return std::nullopt;
+}
 bool full_match(const Limit& l, const std::string& s) {
     // libstdc++'s matcher recurses per character: a very long candidate
     // could exhaust a worker's stack. No name the API writes is this long.
@@ -316,10 +324,7 @@ HttpResponse Api::primary_node(Ctx&) {
 HttpResponse Api::node_list(Ctx& c) {
     auto limit = c.p("limit");
     Limit l;
-    if (limit && !limit->empty()) {
-        l = compile(*limit, true);
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, true, l)) return *bad;
     auto r = view_.read();
     Json out = Json::array();
     for (const auto& n : r.children(path("base.node"))) {
@@ -889,10 +894,7 @@ std::optional<std::string> network_vni(const Reader& r, const std::string& id) {
 HttpResponse Api::network_list(Ctx& c) {
     auto limit = c.p("limit");
     Limit l;
-    if (limit && !limit->empty()) {
-        l = compile(*limit, true);
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, true, l)) return *bad;
     auto r = view_.read();
     Json out = Json::array();
     for (const auto& v : r.children(path("base.network"))) {
@@ -926,10 +928,7 @@ HttpResponse Api::lease_list(Ctx& c) {
     if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
     Limit l;
     auto limit = c.args.size() > 1 ? std::optional<std::string>(c.args[1]) : c.p("limit");
-    if (limit && !limit->empty()) {
-        l = compile(*limit, true);
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, true, l)) return *bad;
     std::vector<std::string> macs = r.children(path("network.reservation", {*vni}));
     if (c.args.size() > 1 || !c.flag("static"))
         for (const auto& m : r.children(path("network.lease", {*vni}))) macs.push_back(m);
@@ -948,10 +947,7 @@ HttpResponse Api::acl_list(Ctx& c) {
     if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
     Limit l;
     auto limit = c.args.size() > 1 ? std::optional<std::string>(c.args[1]) : c.p("limit");
-    if (limit && !limit->empty()) {
-        l = compile(*limit, true);
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, true, l)) return *bad;
     std::vector<std::string> dirs = {"in", "out"};
     if (auto d = c.p("direction")) dirs = {*d};
     Json out = Json::array();
@@ -992,10 +988,7 @@ HttpResponse Api::ceph_util(Ctx&) {
 HttpResponse Api::osd_list(Ctx& c) {
     auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
     Limit l;
-    if (limit && !limit->empty()) {
-        l = compile(*limit, c.args.empty());
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, c.args.empty(), l)) return *bad;
     auto r = view_.read();
     std::vector<std::pair<long long, std::string>> ids;
     for (const auto& id : r.children(path("base.osd")))
@@ -1012,10 +1005,7 @@ HttpResponse Api::osd_get(Ctx& c) { return osd_list(c); }  // exact (Q5 fixed)
 HttpResponse Api::pool_list(Ctx& c) {
     auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
     Limit l;
-    if (limit && !limit->empty()) {
-        l = compile(*limit, c.args.empty());
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, c.args.empty(), l)) return *bad;
     auto r = view_.read();
     std::vector<std::pair<long long, Json>> pools;
     for (const auto& p : r.children(path("base.pool"))) {
@@ -1039,10 +1029,7 @@ HttpResponse Api::volume_list(Ctx& c) {
     auto limit = element ? std::optional<std::string>(c.args[1]) : c.p("limit");
     auto pool = element ? std::optional<std::string>(c.args[0]) : c.p("pool");
     Limit l;
-    if (limit && !limit->empty()) {
-        l = compile(*limit, !element);
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, !element, l)) return *bad;
     auto r = view_.read();
     if (pool && (!client::is_safe_name(*pool) || !r.exists(path("pool.name", {*pool}))))
         return message(element ? 404 : 400, element ? std::string("Volume not found.")
@@ -1064,10 +1051,7 @@ HttpResponse Api::volume_get(Ctx& c) { return volume_list(c); }
 HttpResponse Api::snapshot_list(Ctx& c) {
     auto limit = c.p("limit"), pool = c.p("pool"), volume = c.p("volume");
     Limit l;
-    if (limit && !limit->empty()) {
-        l = compile(*limit, true);
-        if (!l.re) return message(400, "Regex Error: " + l.error);
-    }
+    if (auto bad = read_limit(limit, true, l)) return *bad;
     auto r = view_.read();
     std::vector<std::tuple<std::string, std::string, std::string>> snaps;  // (snapshot, pool, volume)
     for (const auto& p : r.children(path("base.snapshot"))) {
