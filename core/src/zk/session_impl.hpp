@@ -108,8 +108,11 @@ public:
     bool on_event_thread() const { return std::this_thread::get_id() == event_thread_id_; }
 
 private:
+    // idempotent: retried after a lost connection until the operation timeout.
+    // while_connected: never waits for a connection, and gives up (connection
+    // loss) as soon as the session is disconnected while the request is out.
     int call(const std::shared_ptr<OpState>& st, const std::function<int(zhandle_t*, const void*)>& submit,
-             bool idempotent);
+             bool idempotent, bool while_connected = false);
     // One create request (never retried: a create is not idempotent); the
     // created path (sequential suffix included) goes to *created.
     int create_node(const std::string& path, const std::string& data, int mode, std::string* created = nullptr);
@@ -149,6 +152,9 @@ private:
     bool ever_connected_ = false;
     bool suspended_ = false;
     bool recovering_ = false;
+    // A forced re-read (after a session expiry) cut short by another loss of
+    // the connection: the next reconnection forces it again.
+    bool force_pending_ = false;
 
     std::mutex reg_m_;  // watches, subs, oneshots, ephemerals
     std::multimap<std::string, std::shared_ptr<WatchState>> watches_;

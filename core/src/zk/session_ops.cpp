@@ -116,11 +116,12 @@ std::shared_ptr<ZHandle> SessionImpl::acquire_handle(Clock::time_point deadline,
 }
 
 int SessionImpl::call(const std::shared_ptr<OpState>& st, const std::function<int(zhandle_t*, const void*)>& submit,
-                      bool idempotent) {
+                      bool idempotent, bool while_connected) {
     auto deadline = Clock::now() + opts_.op_timeout;
     for (;;) {
         int rc = ZOK;
-        auto h = acquire_handle(deadline, rc);
+        auto h = acquire_handle(while_connected ? Clock::now() : deadline, rc);
+        if (!h && while_connected && rc == ZOPERATIONTIMEOUT) return ZCONNECTIONLOSS;
         if (!h) return rc;
         {
             std::lock_guard l(st->m);
@@ -144,8 +145,10 @@ int SessionImpl::call(const std::shared_ptr<OpState>& st, const std::function<in
         }
         h.reset();
         std::unique_lock l(st->m);
-        while (!st->done && !closed_ && Clock::now() < deadline)
+        while (!st->done && !closed_ && Clock::now() < deadline) {
             st->cv.wait_until(l, std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
+            if (while_connected && !st->done && !connected()) return ZCONNECTIONLOSS;
+        }
         if (!st->done) return closed_ ? ZCLOSING : ZOPERATIONTIMEOUT;
         rc = st->rc;
         l.unlock();

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace pvc::zk::detail {
 
@@ -119,6 +120,7 @@ void SessionImpl::dispatch_node_event(int type, const std::string& path) {
 }
 
 void SessionImpl::refresh_all(bool force) {
+    force = force || std::exchange(force_pending_, false);
     std::vector<std::shared_ptr<WatchState>> ws;
     {
         std::lock_guard l(reg_m_);
@@ -129,8 +131,21 @@ void SessionImpl::refresh_all(bool force) {
 
 // Re-reads the watched value with the watch set and calls back with it.
 // Runs on the event thread only.
+//
+// Disconnected, nothing is read: every watch is re-read by the reconnection's
+// refresh_all(), which comes after the session-state handler already queued
+// behind this task. Waiting here instead would hold the event thread an
+// operation timeout per watch, and after a session expiry the new session is
+// only opened by that queued handler (thousands of watches: hours).
 void SessionImpl::refresh(const std::shared_ptr<WatchState>& w, bool force) {
     if (w->cancelled) return;
+    if (ever_connected_ && !connected()) {
+        force_pending_ = force_pending_ || force;
+        return;
+    }
+    // Nor does a read wait out, or retry after, a lost connection (the
+    // reconnection re-reads).
+    const bool retry = !ever_connected_;
     for (int attempt = 0; attempt < 10; ++attempt) {
         auto st = std::make_shared<OpState>();
         int rc;
@@ -138,10 +153,10 @@ void SessionImpl::refresh(const std::shared_ptr<WatchState>& w, bool force) {
         if (w->children)
             rc = call(st, [&](zhandle_t* zh, const void* d) {
                     return zoo_aget_children(zh, w->path.c_str(), 1, strings_done, d);
-                }, true);
+                }, retry, !retry);
         else
             rc = call(st, [&](zhandle_t* zh, const void* d) { return zoo_aget(zh, w->path.c_str(), 1, data_done, d); },
-                      true);
+                      retry, !retry);
         bool exists_now = rc == ZOK;
         if (rc == ZNONODE) {
             // Watch for its creation.
@@ -149,12 +164,13 @@ void SessionImpl::refresh(const std::shared_ptr<WatchState>& w, bool force) {
             reads_++;
             int erc = call(es, [&](zhandle_t* zh, const void* d) {
                 return zoo_aexists(zh, w->path.c_str(), 1, stat_done, d);
-            }, true);
+            }, retry, !retry);
             if (erc == ZOK) continue;  // created in between: read it
             if (erc != ZNONODE) rc = erc;
         }
         if (rc != ZOK && rc != ZNONODE) {
             spdlog::warn("ZooKeeper: cannot re-arm watch on {}: {}", w->path, zerror(rc));
+            force_pending_ = force_pending_ || force;
             return;  // re-armed on reconnection
         }
         std::lock_guard cb(w->cb_m);

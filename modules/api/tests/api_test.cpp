@@ -526,3 +526,27 @@ print(json.dumps(out)); zk.stop()
     }
     EXPECT_EQ(tree.size(), want.size()) << tree.dump(1);
 }
+
+// The view is built on the fixture's session, which a second client takes
+// over and closes: every watch is re-armed on the new session.
+TEST_F(ApiRoutes, TheViewFollowsTheClusterAcrossASessionExpiry) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    auto other = zk::Session::connect({.hosts = zk_->hosts()});
+    auto r = pvc::test::close_session(zk_->port(), *session);
+    ASSERT_EQ(r.status, 0) << r.err;
+    // Meanwhile another client removes the VM and defines another.
+    other->remove_recursive(path("domain.name", {U1}));
+    client::VmDefinition d;
+    d.uuid = U2;
+    d.name = "db1";
+    d.xml = vm_xml("db1", U2);
+    d.node = "hv2";
+    ASSERT_TRUE(client::define_vm(*other, d));
+    EXPECT_TRUE(eventually([&] {
+        auto l = get("/vm");
+        return l.status == 200 && l.json().size() == 1 && l.json()[0]["name"] == "db1";
+    }, 20s)) << get("/vm").body;
+    other->write(path("domain.state", {U2}), "start");
+    EXPECT_TRUE(eventually([&] { return get("/vm/db1").json()[0]["state"] == "start"; }, 5s));
+    other->close();
+}
