@@ -181,8 +181,29 @@ struct PVC_SDK_API KeepaliveReport {
     // Values of the keepalive log line's module fields (keepalive_log_fields).
     std::map<std::string, std::string, std::less<>> log_fields;
 
+    // This module's health items: what is wrong with its part of the node
+    // now (a refused network, a firewall nft refused...). An extension of
+    // health-plugins.md, documented in core/README.md ("Module health"): the
+    // core publishes a module that reports at least one item as the
+    // plugin-like entry `module-<module name>` under monitoring_data (delta =
+    // the sum of the items' deltas, message = their messages, data = the
+    // items), listed in monitoring_plugins after the real plugins, and node
+    // health = 100 - sum of plugin deltas - sum of module deltas (floor 0).
+    // Report every item again at every keepalive while it holds: an item not
+    // reported any more is cleared at the next health pass (the entry goes
+    // when the module reports none). Names are unique within the module.
+    struct HealthItem {
+        std::string name;     // e.g. "network 1001"
+        int delta = 0;        // as a plugin's health_delta: 10 degraded, 50 severe
+        std::string message;  // for people: "Network 1001: ip4_network '10.300.0.0/24' ..."
+    };
+    std::vector<HealthItem> health;
+
     void write(std::string path, std::string value) { writes.emplace_back(std::move(path), std::move(value)); }
     void log_field(std::string label, std::string value) { log_fields[std::move(label)] = std::move(value); }
+    void health_item(std::string name, int delta, std::string message) {
+        health.push_back({std::move(name), delta, std::move(message)});
+    }
 };
 
 // The module fields of the reference's keepalive detail line, in its order,

@@ -133,13 +133,21 @@ void Daemon::keepalive_tick(bool final_tick) {
 
     KeepaliveReport report;
     report.router_state = router;
+    // Each module's health items, by module (a module whose contribute()
+    // threw keeps its previous ones): the health host publishes changes.
+    std::map<std::string, std::vector<KeepaliveReport::HealthItem>> module_health;
     for (Module* m : modules_->modules()) {
+        const auto first = report.health.size();
         try {
             m->contribute(report);
+            module_health[std::string(m->name())].assign(std::make_move_iterator(report.health.begin() + first),
+                                                         std::make_move_iterator(report.health.end()));
         } catch (const std::exception& e) {
             log_.error("Module {} failed to contribute to the keepalive: {}", m->name(), e.what());
         }
+        report.health.resize(first);
     }
+    health_->set_module_health(std::move(module_health));
     auto host = read_host_figures().value_or(HostFigures{});
     tx.set(node_path("node.memory.total"), std::to_string(host.memtotal_mib));
     tx.set(node_path("node.memory.used"), std::to_string(host.memused_mib));

@@ -11,6 +11,7 @@
 
 #include <boost/core/demangle.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <nlohmann/json.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
@@ -170,6 +171,49 @@ struct Job {
     bool abandoned = false;  // deadline passed first
 };
 
+// One module's plugin-like entry: its items folded into one result.
+struct ModuleEntry {
+    int delta = 0;
+    std::string message;
+    std::string data;  // JSON text
+    bool operator==(const ModuleEntry&) const = default;
+};
+
+namespace {
+
+bool same_items(const std::vector<KeepaliveReport::HealthItem>& a, const std::vector<KeepaliveReport::HealthItem>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+        return x.name == y.name && x.delta == y.delta && x.message == y.message;
+    });
+}
+
+bool reserved_name(std::string_view name) { return name.starts_with(HealthHost::module_entry_prefix); }
+
+// Entry name -> entry, for every module that reports at least one item:
+// delta = the items' sum, message = their messages in item-name order joined
+// by "; ", data = {"<item>": {"health_delta": n, "message": "..."}}.
+std::map<std::string, ModuleEntry> module_entries(
+    const std::map<std::string, std::vector<KeepaliveReport::HealthItem>>& items) {
+    std::map<std::string, ModuleEntry> out;
+    for (const auto& [module, list] : items) {
+        if (list.empty()) continue;
+        auto sorted = list;
+        std::stable_sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.name < b.name; });
+        ModuleEntry e;
+        nlohmann::json data = nlohmann::json::object();
+        for (const auto& it : sorted) {
+            e.delta += it.delta;
+            e.message += (e.message.empty() ? "" : "; ") + it.message;
+            data[it.name] = {{"health_delta", it.delta}, {"message", it.message}};
+        }
+        e.data = data.dump();
+        out[std::string(HealthHost::module_entry_prefix) + module] = std::move(e);
+    }
+    return out;
+}
+
+}  // namespace
+
 struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
     std::shared_ptr<const Config> cfg;
     Logger log;
@@ -188,6 +232,14 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
     std::optional<int> health;
     PassStats stats;
     std::mutex health_write;  // orders pass writes of monitoring_health against shutdown's "None"
+    // Module health (core/README.md, "Module health"). Guarded by m: the
+    // items each module reported last, and whether they changed since a pass
+    // last took them.
+    std::map<std::string, std::vector<KeepaliveReport::HealthItem>> module_items;
+    bool module_dirty = false;
+    // The module entries in ZooKeeper as the passes wrote them (pass thread
+    // only: passes never overlap, pass_running under m orders them).
+    std::map<std::string, ModuleEntry> published;
 
     std::chrono::seconds base_interval() const {
         return std::chrono::seconds(std::max(1, cfg->monitoring_interval.value_or(cfg->keepalive_interval)));
@@ -288,6 +340,79 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
         cv.notify_all();
     }
 
+    // The real plugins' names then the module entries': monitoring_plugins.
+    std::string plugin_list(const std::map<std::string, ModuleEntry>& entries) const {
+        std::string list;
+        {
+            std::lock_guard g(m);
+            for (auto& s : slots) list += (list.empty() ? "" : " ") + s->name;
+        }
+        for (auto& [n, e] : entries) list += (list.empty() ? "" : " ") + n;
+        return list;
+    }
+
+    // Publishes the module entries that changed since the last pass and
+    // returns them all (their deltas count in this pass's health). Nothing is
+    // written when nothing changed. A failed write is tried again next pass.
+    std::map<std::string, ModuleEntry> sync_modules() {
+        std::map<std::string, ModuleEntry> want;
+        {
+            std::lock_guard g(m);
+            if (!module_dirty) return published;
+            want = module_entries(module_items);
+            module_dirty = false;
+        }
+        bool retry = false;
+        auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+        // New and changed entries; a new one joins monitoring_plugins in the
+        // transaction that creates its keys (readers need all five, §7.4).
+        std::vector<zk::KeyValue> kvs;
+        auto listed = published;
+        bool added = false;
+        for (auto& [n, e] : want) {
+            auto it = published.find(n);
+            if (it != published.end() && it->second == e) continue;
+            added |= it == published.end();
+            for (auto& kv : result_keys(n, now, e.delta, e.message, e.data, "0.00")) kvs.push_back(std::move(kv));
+            listed[n] = e;
+        }
+        if (!kvs.empty()) {
+            if (added) kvs.push_back({key("node.monitoring.plugins"), plugin_list(listed)});
+            if (write(kvs)) {
+                for (auto& [n, e] : want) published[n] = e;
+            } else {
+                retry = true;
+            }
+        }
+        // Entries gone: out of monitoring_plugins first, then their keys.
+        std::vector<std::string> gone;
+        for (auto& [n, e] : published)
+            if (!want.count(n)) gone.push_back(n);
+        if (!gone.empty()) {
+            auto remaining = published;
+            for (auto& n : gone) remaining.erase(n);
+            if (write({{key("node.monitoring.plugins"), plugin_list(remaining)}})) {
+                for (auto& n : gone) {
+                    try {
+                        zk->remove_recursive(plugin_key("monitoring_plugin.name", n));
+                    } catch (const std::exception& e) {
+                        log.error("Failed to remove monitoring data of {}: {}", n, e.what());
+                    }
+                    published.erase(n);
+                }
+            } else {
+                retry = true;
+            }
+        }
+        if (retry) {
+            std::lock_guard g(m);
+            module_dirty = true;
+        }
+        return want;
+    }
+
     void run_pass(std::string coordinator_state) {
         auto wall0 = Clock::now();
         auto cpu0 = process_cpu();
@@ -353,9 +478,17 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
             std::string name, message, runtime;
             int delta;
         };
+        // Then the modules' entries (core/README.md, "Module health").
         std::vector<Detail> details;
         int total = 100;
         bool stop_now;
+        {
+            std::lock_guard g(m);
+            stop_now = stopping;
+        }
+        auto modules = stop_now ? std::map<std::string, ModuleEntry>{} : sync_modules();
+        std::optional<int> previous;
+        bool plugins;
         {
             std::lock_guard g(m);
             for (auto& s : slots) {
@@ -363,8 +496,17 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
                 total -= s->delta;
             }
             stop_now = stopping;
+            previous = health;
+            plugins = !slots.empty();
+        }
+        for (auto& [n, e] : modules) {
+            details.push_back({n, e.message, "0.00", e.delta});
+            total -= e.delta;
         }
         if (total < 0) total = 0;
+        // A pass only for the modules (no plugin loaded) writes the health
+        // only when it changed.
+        if (!plugins && previous == total) stop_now = true;
         std::sort(details.begin(), details.end(), [](auto& a, auto& b) { return a.name < b.name; });
 
         if (!stop_now) {
@@ -512,6 +654,11 @@ void HealthHost::load() {
             c.log.warn("Failed to load monitoring plugin: invalid plugin name '{}'", name);
             continue;
         }
+        if (reserved_name(name)) {
+            c.log.warn("Failed to load monitoring plugin: the name '{}' is reserved for module health entries ({}*)",
+                       name, module_entry_prefix);
+            continue;
+        }
         if (names.count(name)) {
             c.log.warn("Failed to load monitoring plugin: a plugin named '{}' is already loaded", name);
             continue;
@@ -529,14 +676,16 @@ void HealthHost::load() {
     for (auto& s : loaded) list += (list.empty() ? "" : " ") + s->name;
     c.write({{c.key("node.monitoring.plugins"), list}});
 
-    if (!loaded.empty()) {
-        try {
-            auto kids = c.zk->children(c.key("node.monitoring.data"));
-            for (auto& k : kids.value_or(std::vector<std::string>{}))
-                if (!names.count(k)) c.zk->remove_recursive(c.plugin_key("monitoring_plugin.name", k));
-        } catch (const std::exception& e) {
-            c.log.error("Failed to remove stale monitoring data: {}", e.what());
-        }
+    // Stale entries: any unlisted one once a plugin loaded (as the
+    // reference); module entries (ours, published again by the next pass
+    // that has items) always.
+    try {
+        auto kids = c.zk->children(c.key("node.monitoring.data"));
+        for (auto& k : kids.value_or(std::vector<std::string>{}))
+            if (!names.count(k) && (!loaded.empty() || reserved_name(k)))
+                c.zk->remove_recursive(c.plugin_key("monitoring_plugin.name", k));
+    } catch (const std::exception& e) {
+        c.log.error("Failed to remove stale monitoring data: {}", e.what());
     }
     std::lock_guard g(c.m);
     c.slots = std::move(loaded);
@@ -548,7 +697,7 @@ void HealthHost::on_keepalive(const std::string& router_state) {
     {
         std::lock_guard g(c.m);
         c.router_state = router_state;
-        if (c.stopping || !c.loaded || c.slots.empty() || c.pass_running) return;
+        if (c.stopping || !c.loaded || (c.slots.empty() && !c.module_dirty) || c.pass_running) return;
         auto now = Clock::now();
         if (c.cfg->monitoring_interval && c.last_pass_start) {
             auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(*c.cfg->monitoring_interval));
@@ -565,6 +714,17 @@ void HealthHost::on_keepalive(const std::string& router_state) {
         c.log.error("Failed to start a health pass: {}", e.what());
         std::lock_guard g(c.m);
         c.pass_running = false;
+    }
+}
+
+void HealthHost::set_module_health(std::map<std::string, std::vector<KeepaliveReport::HealthItem>> items) {
+    auto& c = *core_;
+    std::lock_guard g(c.m);
+    for (auto& [module, list] : items) {
+        auto& held = c.module_items[module];
+        if (same_items(held, list)) continue;
+        held = std::move(list);
+        c.module_dirty = true;
     }
 }
 

@@ -11,9 +11,11 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pvc/config.hpp"
@@ -39,6 +41,14 @@ public:
     // previous pass finished and monitoring_interval (if set) has elapsed.
     // Returns immediately, never blocks.
     void on_keepalive(const std::string& router_state);
+    // The modules' health items of one keepalive (KeepaliveReport::health),
+    // by module name; a module absent from the map keeps its previous items
+    // (e.g. its contribute() threw). Never blocks: a change is published by
+    // the next pass, which runs even without plugins while a change waits
+    // (core/README.md, "Module health").
+    void set_module_health(std::map<std::string, std::vector<KeepaliveReport::HealthItem>> items);
+    // Module entries are named <prefix><module>; no plugin may take such a name.
+    static constexpr std::string_view module_entry_prefix = "module-";
     // Last node health (100 - sum of deltas, floor 0); nullopt before the first pass.
     std::optional<int> health() const;
     std::vector<std::string> plugin_names() const;

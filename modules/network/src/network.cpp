@@ -452,6 +452,17 @@ void NetworkModule::contribute(KeepaliveReport& report) {
             supervise_queued_ = false;
             supervise_dnsmasq();
         });
+    // The node's health (README, "Health"): every refused or failed network
+    // and every network whose firewall rules nft refused, from the lists the
+    // worker keeps (a short lock, never held across work).
+    {
+        std::lock_guard g(failed_m_);
+        for (const auto& [vni, why] : failed_)
+            report.health_item("network " + vni, health_delta_per_problem, fmt::format("Network {}: {}", vni, why));
+        for (const auto& [vni, why] : refused_fw_)
+            report.health_item("firewall " + vni, health_delta_per_problem,
+                               fmt::format("Network {}: firewall rules refused: {}", vni, why));
+    }
     if (report.router_state != "primary" || !upstream_floating_ || upstream_ip_written_) return;
     report.write(schema::path("base.config.upstream_ip"), *upstream_floating_);
     upstream_ip_written_ = true;

@@ -40,8 +40,12 @@ public:
     // On the primary: /config/upstream_ip (§8.1).
     void contribute(KeepaliveReport& report) override;
 
+    // What each refused network and each refused firewall costs the node's
+    // health (KeepaliveReport::health; a plugin's "degraded" figure).
+    static constexpr int health_delta_per_problem = 10;
+
     // Networks whose keys were refused or whose links failed, with the reason
-    // (for the log, and what the module will report in its health).
+    // (for the log and the node's health).
     std::map<std::string, std::string> failed_networks() const;
     // Networks whose firewall rules nft refused (their previous rules stay),
     // with the ACL blamed and nft's message.
