@@ -1,6 +1,7 @@
 // pvcnoded against a real ZooKeeper: start -> run -> SIGTERM -> stop, the
 // node's full key set, one daemon per node name, and the refusals.
 #include <csignal>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -11,6 +12,7 @@
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/test/daemon_process.hpp"
+#include "pvc/test/node_health.hpp"
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "pvc/zk.hpp"
@@ -358,6 +360,81 @@ TEST_F(DaemonTest, DroppedLegacyPluginReportsWithinTwoKeepalivesAndAHungOneNever
     d.signal(SIGTERM);
     EXPECT_EQ(d.wait(30s), 0) << "shutdown waited on the hung plugin";
     EXPECT_EQ(state("hv8"), "stop");
+}
+
+// A module's health items (KeepaliveReport::health, core/README.md "Module
+// health"): published as the plugin-like entry module-<module>, counted with
+// the real plugins' deltas, read back as reference clients read them, and
+// cleared when the module stops reporting them.
+TEST_F(DaemonTest, AModulesHealthItemsAreAPluginLikeEntryCountedWithThePluginsAndClearedWhenGone) {
+    auto o = options("hv7");
+    o.module_dir = build_dir() + "/test-modules/health";  // hello reporting /test/hv7/health
+    o.extra_functions_yaml = "    enable_hello: true\n";
+    o.plugin_dir = o.base_dir / "plugins";
+    std::filesystem::create_directories(o.plugin_dir);
+    legacy_plugin(o.plugin_dir, "example",
+                  "        self.plugin_result.set_health_delta(5)\n"
+                  "        self.plugin_result.set_message('example says hello')\n"
+                  "        return self.plugin_result\n");
+    zk->ensure_path("/test/hv7");
+    auto cfg = pvc::test::write_node_config(o);
+    DaemonProcess d("hv7", cfg, o.base_dir / "out.log");
+    auto log = [&] { return slurp(o.base_dir / "out.log") + slurp(o.base_dir / "out.log.err"); };
+    ASSERT_TRUE(pvc::test::eventually([&] { return state("hv7") == "run"; }, 15s)) << log();
+
+    auto health = [&] { return zk->get(path("node.monitoring.health", {"hv7"})).value_or(""); };
+    auto plugins = [&] { return zk->get(path("node.monitoring.plugins", {"hv7"})).value_or(""); };
+    auto pkey = [&](const char* k, const char* p) { return zk->get(path(k, {"hv7", p})); };
+    auto as_clients_read = [&] {
+        auto r = pvc::test::run_python(pvc::test::node_health_py, {server.hosts(), "hv7"});
+        EXPECT_EQ(r.status, 0) << r.out << r.err;
+        return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+    };
+    // The plugin alone: no module entry.
+    ASSERT_TRUE(pvc::test::eventually([&] { return health() == "95"; }, 15s)) << health() << log();
+    EXPECT_EQ(plugins(), "example");
+    EXPECT_FALSE(zk->exists(path("monitoring_plugin.name", {"hv7", "module-hello"})));
+
+    // Two items: one entry, the sum of their deltas, with the plugin's.
+    auto t0 = std::time(nullptr);
+    zk->write("/test/hv7/health", "net1 10 Network one refused\nnet2 20 Network two refused");
+    ASSERT_TRUE(pvc::test::eventually([&] { return health() == "65"; }, 15s)) << health() << log();
+    EXPECT_EQ(plugins(), "example module-hello");
+    EXPECT_EQ(pkey("monitoring_plugin.name", "module-hello"), "module-hello");
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "module-hello"), "30");
+    EXPECT_EQ(pkey("monitoring_plugin.message", "module-hello"), "Network one refused; Network two refused");
+    EXPECT_EQ(pkey("monitoring_plugin.runtime", "module-hello"), "0.00");
+    EXPECT_GE(std::stoll(pkey("monitoring_plugin.last_run", "module-hello").value_or("0")), t0 - 1);
+    auto data = nlohmann::json::parse(pkey("monitoring_plugin.data", "module-hello").value_or("null"));
+    EXPECT_EQ(data, nlohmann::json::parse(R"({"net1": {"health_delta": 10, "message": "Network one refused"},
+                                              "net2": {"health_delta": 20, "message": "Network two refused"}})"));
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "example"), "5");  // the plugin's own keys untouched
+    auto read = as_clients_read();
+    EXPECT_EQ(read["health"], 65);
+    EXPECT_EQ(read["plugins"], nlohmann::json::parse(R"(["example", "module-hello"])"));
+    ASSERT_EQ(read["details"].size(), 2u) << read.dump();
+    EXPECT_EQ(read["details"][1]["name"], "module-hello");
+    EXPECT_EQ(read["details"][1]["health_delta"], 30);
+    EXPECT_EQ(read["details"][1]["message"], "Network one refused; Network two refused");
+
+    // One item goes away: the next pass counts only the other.
+    zk->write("/test/hv7/health", "net2 20 Network two refused");
+    ASSERT_TRUE(pvc::test::eventually([&] { return health() == "75"; }, 15s)) << health() << log();
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "module-hello"), "20");
+    EXPECT_EQ(pkey("monitoring_plugin.message", "module-hello"), "Network two refused");
+
+    // None left: the entry is gone, the plugin stays.
+    zk->write("/test/hv7/health", "");
+    ASSERT_TRUE(pvc::test::eventually([&] { return health() == "95"; }, 15s)) << health() << log();
+    EXPECT_EQ(plugins(), "example");
+    EXPECT_FALSE(zk->exists(path("monitoring_plugin.name", {"hv7", "module-hello"})));
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "example"), "5");
+    read = as_clients_read();
+    EXPECT_EQ(read["health"], 95);
+    EXPECT_EQ(read["details"].size(), 1u) << read.dump();
+
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait(20s), 0);
 }
 
 }  // namespace

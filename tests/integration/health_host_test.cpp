@@ -2,6 +2,8 @@
 // legacy Python format and a native test plugin (health-plugins.md §4–§9).
 #include "health_support.hpp"
 
+#include <ctime>
+#include <map>
 #include <regex>
 
 #include <nlohmann/json.hpp>
@@ -406,6 +408,134 @@ TEST_F(HealthHostTest, NativePluginLoadsRunsAndFailsLikeAPythonOne) {
     h->shutdown(1s);
     EXPECT_LT(Clock::now() - s0, 2s);
     EXPECT_TRUE(log_has("nativetest cleanup"));
+}
+
+// Module health (core/README.md, "Module health"): a module's items are one
+// plugin-like entry, module-<module>, beside the real plugins.
+using Items = std::map<std::string, std::vector<pvc::KeepaliveReport::HealthItem>>;
+
+TEST_F(HealthHostTest, ModuleItemsAreAPluginLikeEntryCountedWithThePluginsAndClearedWhenGone) {
+    python_plugin("good", "good", good_run);  // delta 7
+    // A real plugin named like the module: its keys are never the module's.
+    python_plugin("network", "network", "        self.plugin_result.set_health_delta(3)\n"
+                                        "        self.plugin_result.set_message('plugin ok')\n"
+                                        "        return self.plugin_result\n");
+    auto h = host(config());
+    h->load();
+    h->set_module_health(Items{{"network", {{"network 1001", 10, "Network 1001: bad subnet"},
+                                            {"firewall 1000", 10, "Network 1000: firewall rules refused: ACL 'x'"}}},
+                               {"quiet", {}}});
+    auto t0 = std::time(nullptr);
+    pass(*h);
+    EXPECT_EQ(key("node.monitoring.health"), "70");  // 100 - 7 - 3 - 20
+    EXPECT_EQ(h->health(), 70);
+    EXPECT_EQ(key("node.monitoring.plugins"), "good network module-network");
+    EXPECT_EQ(pkey("monitoring_plugin.name", "module-network"), "module-network");
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "module-network"), "20");
+    // Item-name order: "firewall 1000" before "network 1001".
+    EXPECT_EQ(pkey("monitoring_plugin.message", "module-network"),
+              "Network 1000: firewall rules refused: ACL 'x'; Network 1001: bad subnet");
+    EXPECT_EQ(nlohmann::json::parse(pkey("monitoring_plugin.data", "module-network").value_or("null")),
+              nlohmann::json::parse(R"({"firewall 1000": {"health_delta": 10,
+                                          "message": "Network 1000: firewall rules refused: ACL 'x'"},
+                                        "network 1001": {"health_delta": 10, "message": "Network 1001: bad subnet"}})"));
+    EXPECT_GE(std::stoll(pkey("monitoring_plugin.last_run", "module-network").value_or("0")), t0 - 1);
+    EXPECT_EQ(pkey("monitoring_plugin.runtime", "module-network"), "0.00");
+    EXPECT_FALSE(zk_->exists(pvc::schema::path("monitoring_plugin.name", {node_, "module-quiet"})));
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "network"), "3");
+    EXPECT_EQ(pkey("monitoring_plugin.message", "network"), "plugin ok");
+    EXPECT_TRUE(log_has("tick: module-network (0.00s) - Network 1000"));
+
+    // Unchanged items: the entry is not written again.
+    pvc::zk::Stat before, after;
+    zk_->get(pvc::schema::path("monitoring_plugin.message", {node_, "module-network"}), &before);
+    h->set_module_health(Items{{"network", {{"network 1001", 10, "Network 1001: bad subnet"},
+                                            {"firewall 1000", 10, "Network 1000: firewall rules refused: ACL 'x'"}}}});
+    pass(*h);
+    zk_->get(pvc::schema::path("monitoring_plugin.message", {node_, "module-network"}), &after);
+    EXPECT_EQ(after.mzxid, before.mzxid);
+    EXPECT_EQ(key("node.monitoring.health"), "70");
+
+    // One item fixed: the next pass counts the other only.
+    h->set_module_health(Items{{"network", {{"network 1001", 10, "Network 1001: bad subnet"}}}});
+    pass(*h);
+    EXPECT_EQ(key("node.monitoring.health"), "80");
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "module-network"), "10");
+    EXPECT_EQ(pkey("monitoring_plugin.message", "module-network"), "Network 1001: bad subnet");
+
+    // A module absent from a tick (its contribute() threw) keeps its items.
+    h->set_module_health(Items{});
+    pass(*h);
+    EXPECT_EQ(key("node.monitoring.health"), "80");
+
+    // None left: the entry goes, the real plugins stay.
+    h->set_module_health(Items{{"network", {}}});
+    pass(*h);
+    EXPECT_EQ(key("node.monitoring.health"), "90");
+    EXPECT_EQ(key("node.monitoring.plugins"), "good network");
+    EXPECT_FALSE(zk_->exists(pvc::schema::path("monitoring_plugin.name", {node_, "module-network"})));
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "network"), "3");
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "good"), "7");
+    h->shutdown(5s);
+}
+
+TEST_F(HealthHostTest, ModuleDeltasFloorTheHealthAtZeroWithThePlugins) {
+    python_plugin("a", "a", "        self.plugin_result.set_health_delta(60)\n        return self.plugin_result\n");
+    auto h = host(config());
+    h->load();
+    h->set_module_health(Items{{"network", {{"network 1", 50, "Network 1: refused"}}}});
+    pass(*h);
+    EXPECT_EQ(key("node.monitoring.health"), "0");
+}
+
+TEST_F(HealthHostTest, WithoutPluginsAPassRunsOnlyWhenAModulesItemsChange) {
+    auto h = host(config());  // empty plugin directory
+    h->load();
+    h->on_keepalive("client");
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(h->stats().passes, 0u);  // nothing to report: no pass, nothing written
+    h->set_module_health(Items{{"network", {}}});
+    h->on_keepalive("client");
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(h->stats().passes, 0u);
+
+    h->set_module_health(Items{{"network", {{"network 1001", 10, "Network 1001: bad subnet"}}}});
+    pass(*h);
+    EXPECT_EQ(key("node.monitoring.health"), "90");
+    EXPECT_EQ(key("node.monitoring.plugins"), "module-network");
+    EXPECT_EQ(pkey("monitoring_plugin.health_delta", "module-network"), "10");
+    h->set_module_health(Items{{"network", {{"network 1001", 10, "Network 1001: bad subnet"}}}});
+    h->on_keepalive("client");
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(h->stats().passes, 1u);  // unchanged: no pass
+
+    h->set_module_health(Items{{"network", {}}});
+    pass(*h);
+    EXPECT_EQ(key("node.monitoring.health"), "100");
+    EXPECT_EQ(h->health(), 100);
+    EXPECT_EQ(key("node.monitoring.plugins"), "");
+    EXPECT_FALSE(zk_->exists(pvc::schema::path("monitoring_plugin.name", {node_, "module-network"})));
+    h->shutdown(5s);
+    EXPECT_EQ(key("node.monitoring.health"), "None");
+}
+
+TEST_F(HealthHostTest, NoPluginMayTakeAModuleEntryNameAndOldModuleEntriesGoAtLoad) {
+    // Left by a daemon that stopped while its module reported.
+    zk_->ensure_path(pvc::schema::path("monitoring_plugin.message", {node_, "module-network"}));
+    zk_->ensure_path(pvc::schema::path("monitoring_plugin.message", {node_, "other"}));
+    {
+        auto h = host(config());  // no plugin: only the module entry goes
+        h->load();
+        EXPECT_FALSE(zk_->exists(pvc::schema::path("monitoring_plugin.name", {node_, "module-network"})));
+        EXPECT_TRUE(zk_->exists(pvc::schema::path("monitoring_plugin.name", {node_, "other"})));
+    }
+    python_plugin("impostor", "module-network", good_run);
+    python_plugin("good", "good", good_run);
+    auto h = host(config());
+    h->load();
+    EXPECT_EQ(h->plugin_names(), (std::vector<std::string>{"good"}));
+    EXPECT_TRUE(log_has("Failed to load monitoring plugin: the name 'module-network' is reserved for module health "
+                        "entries (module-*)"));
 }
 
 }  // namespace

@@ -2,8 +2,14 @@
 // (tests/CMakeLists.txt): name, the flag it serves, required or optional, its
 // start order, and optionally another ABI fingerprint than the SDK's.
 // PVC_TEST_MODULE_START_FAILS makes start() throw, as a module whose
-// dependency is unusable does.
+// dependency is unusable does. PVC_TEST_MODULE_HEALTH makes it report health
+// items (KeepaliveReport::health): one per line of /test/<node>/health, as
+// "<name> <delta> <message>", read through a watch (the keepalive reads only
+// the cached copy).
+#include <mutex>
+#include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "pvc/module.hpp"
 #include "pvc/schema.hpp"
@@ -21,13 +27,37 @@ public:
         ctx_ = &ctx;
         ctx.zk->write(pvc::schema::path("node.count.networks", {ctx.config.host.hostname}), "42");
         ctx.logger.info("test module started");
+#ifdef PVC_TEST_MODULE_HEALTH
+        health_watch_ = ctx.zk->watch_data("/test/" + ctx.config.host.hostname + "/health",
+                                           [this](const std::optional<std::string>& value, const pvc::zk::Stat&) {
+                                               std::vector<pvc::KeepaliveReport::HealthItem> items;
+                                               std::istringstream in(value.value_or(""));
+                                               for (std::string line; std::getline(in, line);) {
+                                                   std::istringstream l(line);
+                                                   pvc::KeepaliveReport::HealthItem it;
+                                                   if (!(l >> it.name >> it.delta)) continue;
+                                                   std::getline(l >> std::ws, it.message);
+                                                   items.push_back(std::move(it));
+                                               }
+                                               std::lock_guard g(health_m_);
+                                               health_ = std::move(items);
+                                           });
+#endif
     }
     void stop() override {
+        if (health_watch_) health_watch_->cancel();
         if (ctx_) ctx_->logger.info("test module stopped");
+    }
+    void contribute(pvc::KeepaliveReport& report) override {
+        std::lock_guard g(health_m_);
+        for (const auto& it : health_) report.health_item(it.name, it.delta, it.message);
     }
 
 private:
     pvc::NodeContext* ctx_ = nullptr;
+    std::shared_ptr<pvc::zk::Watch> health_watch_;
+    std::mutex health_m_;
+    std::vector<pvc::KeepaliveReport::HealthItem> health_;
 };
 
 }  // namespace
