@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <map>
 #include <ctime>
 #include <sstream>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "network_config.hpp"
 #include "pvc/cluster.hpp"
 #include "pvc/test/daemon_process.hpp"
+#include "pvc/test/node_health.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "pvc/zk.hpp"
 
@@ -333,6 +335,37 @@ protected:
         return run({"ip", "netns", "exec", ns_prefix() + guest, "busybox", "ping", "-c", "1", "-W", "1", to}).status == 0;
     }
 
+    // The node's health as reference clients read it (monitoring_health and
+    // every listed entry), and the network module's entry in it (null if none).
+    static json health_read(const Node& n) {
+        auto r = pvc::test::run_python(pvc::test::node_health_py, {zk_->hosts(), n.name()});
+        return r.status == 0 ? json::parse(r.out) : json{{"error", r.out + r.err}};
+    }
+    static json network_entry(const json& read) {
+        if (!read.contains("details")) return nullptr;
+        for (const auto& d : read.at("details"))
+            if (d.at("name") == "module-network") return d;
+        return nullptr;
+    }
+    // Whether `item` is in the node's health with `text` in its message, and
+    // the health is 100 minus the module's delta (these nodes load no plugin).
+    static bool health_shows(const Node& n, const std::string& item, const std::string& text, json& read) {
+        read = health_read(n);
+        json e = network_entry(read);
+        if (e.is_null() || !e.at("data").contains(item)) return false;
+        return e.at("data").at(item).at("health_delta") == 10 &&
+               e.at("data").at(item).at("message").get<std::string>().find(text) != std::string::npos &&
+               e.at("message").get<std::string>().find(text) != std::string::npos &&
+               read.at("health") == 100 - e.at("health_delta").get<int>();
+    }
+    static bool health_clear_of(const Node& n, const std::string& item, json& read) {
+        read = health_read(n);
+        if (!read.contains("details")) return false;
+        json e = network_entry(read);
+        int delta = e.is_null() ? 0 : e.at("health_delta").get<int>();
+        return (e.is_null() || !e.at("data").contains(item)) && read.at("health") == 100 - delta;
+    }
+
     static Netns *sw_, *ns1_, *ns2_;
     static InNetns* in_sw_;
     static pvc::test::ZkServer* zk_;
@@ -431,6 +464,20 @@ TEST_F(NetworkDaemon, BadNetworksAreLoggedAndSkippedWhileOthersAreMade) {
                    l.find("Network 1002: nettype 'garbage'") != std::string::npos;
         })) << n->log();
     }
+    // Each refused network costs its node's health 10, with its reason
+    // (README, "Health"), as clients read it.
+    std::map<std::string, int> delta;
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] {
+            return health_shows(*n, "network 1001", "Network 1001: ip4_network '10.300.0.0/24'", read) &&
+                   health_shows(*n, "network 20000000", "Network 20000000: VNI 20000000 is outside", read) &&
+                   health_shows(*n, "network 1002", "Network 1002: nettype 'garbage'", read);
+        })) << read.dump() << n->log();
+        json e = network_entry(read);
+        delta[n->name()] = e.is_null() ? 0 : e.at("health_delta").get<int>();
+        EXPECT_GE(delta[n->name()], 30) << read.dump();
+    }
     EXPECT_EQ(ifindex(*ns1_, "vxlan20000000"), -1);
     EXPECT_EQ(ifindex(*ns1_, "vmbr1001"), -1);
     EXPECT_EQ(ifindex(*ns1_, "vmbr1002"), -1);
@@ -446,6 +493,15 @@ t.commit(); zk.set("/networks/1001/mtu", b"1400"); zk.stop()
 )", {zk_->hosts()});
     EXPECT_TRUE(eventually([&] { return ifindex(*ns1_, "vmbr1001") > 0; })) << node1_->log();
     EXPECT_TRUE(eventually([&] { json l = link(*ns1_, "vmbr1001"); return !l.is_null() && l.at("mtu") == 1400; }));
+    // Fixed: its part of the health clears at the next pass; the others stay.
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] { return health_clear_of(*n, "network 1001", read); })) << read.dump() << n->log();
+        json e = network_entry(read);
+        ASSERT_FALSE(e.is_null()) << read.dump();
+        EXPECT_EQ(e.at("health_delta"), delta[n->name()] - 10) << read.dump();
+        EXPECT_TRUE(e.at("data").contains("network 1002")) << read.dump();
+    }
     EXPECT_TRUE(running(*node1_, std::chrono::seconds(1)));
 }
 
@@ -521,6 +577,12 @@ TEST_F(NetworkDaemon, MalformedAclOnOneNetworkLeavesTheOtherNetworksTrafficAndCh
                    n->log().find("ACL 'typo'") != std::string::npos;
         })) << n->log();
     EXPECT_EQ(ns1_->must_exec({"nft", "-a", "-s", "list", "chain", "inet", "filter", "vxlan1000-in"}), before);
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] {
+            return health_shows(*n, "firewall 1000", "Network 1000: firewall rules refused: ACL 'typo'", read);
+        })) << read.dump() << n->log();
+    }
     // The other network: its ACL applies, its traffic is as its rules say.
     client(add_acl_py, {zk_->hosts(), "1003", "in", "smtp", "tcp dport 25 drop", "0"});
     EXPECT_TRUE(within(std::chrono::milliseconds(1000), [&] {
@@ -533,6 +595,10 @@ TEST_F(NetworkDaemon, MalformedAclOnOneNetworkLeavesTheOtherNetworksTrafficAndCh
     EXPECT_TRUE(eventually([&] {
         return node1_->log().find("Network 1000: firewall rules accepted again") != std::string::npos;
     })) << node1_->log();
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] { return health_clear_of(*n, "firewall 1000", read); })) << read.dump() << n->log();
+    }
     client(delete_acl_py, {zk_->hosts(), "1003", "in", "smtp"});
     EXPECT_TRUE(running(*node1_, std::chrono::seconds(1)));
 }
