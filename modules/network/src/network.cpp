@@ -315,6 +315,8 @@ void NetworkModule::remove(const std::string& vni, Entry& e) {
         std::lock_guard g(failed_m_);
         failed_.erase(vni);
         refused_fw_.erase(vni);
+        dhcp_refused_.erase(vni);
+        reservations_skipped_.erase(vni);
     }
     if (e.dnsmasq && e.dnsmasq->running()) {
         e.dnsmasq->stop();
@@ -452,9 +454,10 @@ void NetworkModule::contribute(KeepaliveReport& report) {
             supervise_queued_ = false;
             supervise_dnsmasq();
         });
-    // The node's health (README, "Health"): every refused or failed network
-    // and every network whose firewall rules nft refused, from the lists the
-    // worker keeps (a short lock, never held across work).
+    // The node's health (README, "Health"): every refused or failed network,
+    // every network whose firewall rules nft refused, whose DHCP settings
+    // dnsmasq is not run with, or whose reservations were skipped, from the
+    // lists the worker keeps (a short lock, never held across work).
     {
         std::lock_guard g(failed_m_);
         for (const auto& [vni, why] : failed_)
@@ -462,6 +465,11 @@ void NetworkModule::contribute(KeepaliveReport& report) {
         for (const auto& [vni, why] : refused_fw_)
             report.health_item("firewall " + vni, health_delta_per_problem,
                                fmt::format("Network {}: firewall rules refused: {}", vni, why));
+        for (const auto& [vni, why] : dhcp_refused_)
+            report.health_item("dhcp " + vni, health_delta_per_problem, fmt::format("Network {}: {}", vni, why));
+        for (const auto& [vni, why] : reservations_skipped_)
+            report.health_item("reservations " + vni, health_delta_per_problem,
+                               fmt::format("Network {}: reservations skipped: {}", vni, why));
     }
     if (report.router_state != "primary" || !upstream_floating_ || upstream_ip_written_) return;
     report.write(schema::path("base.config.upstream_ip"), *upstream_floating_);
@@ -621,7 +629,12 @@ void NetworkModule::apply_firewall(const std::string& vni, Entry& e, const Clien
 namespace pvc::network {
 
 void NetworkModule::apply_dhcp(const std::string& vni, Entry& e, const ClientNetwork& n, const NetworkKeys& keys) {
-    if (n.type != NetType::managed) return;
+    if (n.type != NetType::managed) {
+        std::lock_guard g(failed_m_);
+        dhcp_refused_.erase(vni);
+        reservations_skipped_.erase(vni);
+        return;
+    }
     DhcpNetwork d;
     d.vni = n.vni;
     d.domain = key_value(keys, "domain").value_or("");
@@ -643,6 +656,11 @@ void NetworkModule::apply_dhcp(const std::string& vni, Entry& e, const ClientNet
             problem = fmt::format("DHCPv4 range end '{}' is not an IPv4 address: dnsmasq is not run for it", **end);
     if (problem != e.dhcp_problem && !problem.empty()) log_.error("Network {}: {}", vni, problem);
     e.dhcp_problem = problem;
+    {
+        std::lock_guard g(failed_m_);
+        if (problem.empty()) dhcp_refused_.erase(vni);
+        else dhcp_refused_[vni] = problem;
+    }
     if (!problem.empty()) {
         e.dhcp.reset();
     } else {
@@ -663,15 +681,22 @@ void NetworkModule::sync_reservations(const std::string& vni, Entry& e) {
     std::vector<Reservation> wanted;
     auto macs = zk_->children(schema::path("network.reservation", {vni}));
     if (!macs) return;  // not readable now: the files stay as they are
+    std::string skipped;
     for (const auto& mac : *macs) {
         auto ip = zk_->get(schema::path("reservation.ip", {vni, mac}));
         if (!ip) continue;
         Reservation r{mac, *ip};
         if (std::string why = reservation_problem(r); !why.empty()) {
             log_.warn("Network {}: reservation {} skipped: {}", vni, mac, why);
+            skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", mac, why);
             continue;
         }
         wanted.push_back(r);
+    }
+    {
+        std::lock_guard g(failed_m_);
+        if (skipped.empty()) reservations_skipped_.erase(vni);
+        else reservations_skipped_[vni] = skipped;
     }
     try {
         bool hup = sync_host_files(dynamic_dir_ / "dnsmasq" / vni, wanted);

@@ -138,6 +138,8 @@ private:
     mutable std::mutex failed_m_;
     std::map<std::string, std::string> failed_;
     std::map<std::string, std::string> refused_fw_;
+    std::map<std::string, std::string> dhcp_refused_;  // DHCP settings dnsmasq is not run with
+    std::map<std::string, std::string> reservations_skipped_;  // "<mac>: <why>; ..."
     std::shared_ptr<zk::Watch> children_watch_;
     std::unique_ptr<ModulePool> worker_;  // last: stopped (joined) first
 };

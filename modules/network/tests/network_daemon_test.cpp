@@ -633,6 +633,36 @@ TEST_F(NetworkDaemon, DhcpOnThePrimaryGivesReservedAndPoolAddressesAndRecordsThe
     EXPECT_GT(std::stoll(l["52:54:00:10:10:05"]["expiry"].get<std::string>()), std::time(nullptr) + 47 * 3600);
     EXPECT_EQ(l["52:54:00:10:10:06"]["ipaddr"], pool);
     EXPECT_EQ(l["52:54:00:10:10:05"]["hostname"], "");  // busybox sends none
+
+    // A reservation with a bad MAC is skipped, logged and in both nodes'
+    // health until it is removed.
+    const char* reservation_py = R"(
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+p = "/networks/1010/dhcp4_reservations/52:54:00:ZZ:10:07"
+if sys.argv[2] == "add":
+    t = zk.transaction()
+    t.create(p, b"static"); t.create(p + "/ipaddr", b"10.210.0.7"); t.create(p + "/hostname", b"bad")
+    t.commit()
+else:
+    zk.delete(p, recursive=True)
+zk.stop()
+)";
+    client(reservation_py, {zk_->hosts(), "add"});
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] {
+            return health_shows(*n, "reservations 1010",
+                                "Network 1010: reservations skipped: 52:54:00:ZZ:10:07: '52:54:00:ZZ:10:07' is not a MAC",
+                                read);
+        })) << read.dump() << n->log();
+    }
+    client(reservation_py, {zk_->hosts(), "delete"});
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] { return health_clear_of(*n, "reservations 1010", read); })) << read.dump() << n->log();
+    }
 }
 
 // dnsmasq dying is noticed at the next keepalive and it is started again
