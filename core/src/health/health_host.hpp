@@ -1,8 +1,10 @@
 // The health plugin host (health-plugins.md; README Decisions): discovers and
 // loads native (.so) and legacy Python plugins, runs passes off the keepalive
 // with a per-plugin deadline and collectd-style back-off for failing plugins,
-// and writes results and node health to ZooKeeper. Internal to the core: the
-// daemon's keepalive drives it.
+// and writes results and node health to ZooKeeper. It also publishes the
+// modules' health items (KeepaliveReport::health) as plugin-like
+// module-<name> entries counted in the node health (core/README.md, "Module
+// health"). Internal to the core: the daemon's keepalive drives it.
 //
 // Threads: every plugin call (setup, run, cleanup) runs on its own worker
 // thread, never on the io_context nor on the caller. A call that misses its
