@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -145,6 +146,49 @@ ParsedNetwork parse_network(const std::string& vni_text, const NetworkKeys& keys
         }
     }
     out.network = std::move(n);
+    return out;
+}
+
+namespace {
+// Two strict subnets of one family overlap exactly when the shorter prefix
+// contains the other's network address.
+bool overlap(const Subnet& a, const Subnet& b) {
+    return a.prefix <= b.prefix ? a.contains(b.bytes) : b.contains(a.bytes);
+}
+}  // namespace
+
+bool subnets_overlap(const std::string& a, const std::string& b, int family) {
+    std::string why;
+    auto x = subnet(a, family, why);
+    auto y = subnet(b, family, why);
+    return x && y && overlap(*x, *y);
+}
+
+std::vector<SubnetOverlap> find_overlaps(const std::map<std::string, NetworkSubnets>& networks) {
+    struct Parsed {
+        const std::string* vni;
+        const std::string* text;
+        Subnet net;
+    };
+    std::vector<Parsed> v4, v6;
+    for (const auto& [vni, s] : networks) {
+        std::string why;
+        if (s.ip4)
+            if (auto n = subnet(*s.ip4, AF_INET, why)) v4.push_back({&vni, &*s.ip4, *n});
+        if (s.ip6)
+            if (auto n = subnet(*s.ip6, AF_INET6, why)) v6.push_back({&vni, &*s.ip6, *n});
+    }
+    std::vector<SubnetOverlap> out;
+    for (const auto* family : {&v4, &v6})
+        for (size_t i = 0; i < family->size(); ++i)
+            for (size_t j = i + 1; j < family->size(); ++j) {
+                const Parsed& a = (*family)[i];
+                const Parsed& b = (*family)[j];
+                if (overlap(a.net, b.net)) out.push_back({*a.vni, *a.text, *b.vni, *b.text});
+            }
+    std::stable_sort(out.begin(), out.end(), [](const SubnetOverlap& x, const SubnetOverlap& y) {
+        return std::tie(x.vni_a, x.vni_b) < std::tie(y.vni_a, y.vni_b);
+    });
     return out;
 }
 

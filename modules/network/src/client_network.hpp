@@ -46,6 +46,28 @@ struct ParsedNetwork {
 };
 ParsedNetwork parse_network(const std::string& vni_text, const NetworkKeys& keys);
 
+// The subnets of one managed network as accepted (ip4_network,
+// ip6_network; unset: none), for the overlap check (README, "Health").
+struct NetworkSubnets {
+    std::optional<std::string> ip4, ip6;
+    bool operator==(const NetworkSubnets&) const = default;
+};
+// Two networks whose subnets of one family share addresses (one contains
+// the other, or they are equal). vni_a sorts before vni_b (as the map does).
+struct SubnetOverlap {
+    std::string vni_a, subnet_a, vni_b, subnet_b;
+    auto operator<=>(const SubnetOverlap&) const = default;
+};
+// Whether two CIDRs of the family (AF_INET or AF_INET6) share an address.
+// False when either is not a strict CIDR of that family (malformed, host bits
+// set): such a subnet is refused elsewhere, not compared.
+bool subnets_overlap(const std::string& a, const std::string& b, int family);
+// Every overlapping pair of networks, each once per family (IPv4 before IPv6
+// for a pair), ordered by VNI as the map is; malformed subnets are skipped.
+// Pairwise over the parsed subnets: run when the set of networks or a subnet
+// changes, not per keepalive.
+std::vector<SubnetOverlap> find_overlaps(const std::map<std::string, NetworkSubnets>& networks);
+
 // The MTU a network gets (§5.2) and whether it must be written back.
 struct MtuDecision {
     unsigned mtu = 0;

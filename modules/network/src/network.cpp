@@ -318,6 +318,7 @@ void NetworkModule::remove(const std::string& vni, Entry& e) {
         dhcp_refused_.erase(vni);
         reservations_skipped_.erase(vni);
     }
+    note_subnets(vni, std::nullopt);
     if (e.dnsmasq && e.dnsmasq->running()) {
         e.dnsmasq->stop();
         log_.ok("Network {}: dnsmasq stopped", vni);
@@ -350,6 +351,40 @@ void NetworkModule::fail(const std::string& vni, Entry& e, const std::string& wh
     e.error = why;
     std::lock_guard g(failed_m_);
     failed_[vni] = why;
+}
+
+void NetworkModule::note_subnets(const std::string& vni, std::optional<NetworkSubnets> subnets) {
+    auto it = subnets_.find(vni);
+    if (subnets) {
+        if (it != subnets_.end() && it->second == *subnets) return;
+        subnets_[vni] = *subnets;
+    } else {
+        if (it == subnets_.end()) return;
+        subnets_.erase(it);
+    }
+    // Only noticed: both networks keep their links, rules and DHCP as they
+    // are (guests may already run on them).
+    auto found = find_overlaps(subnets_);
+    std::set<SubnetOverlap> now(found.begin(), found.end());
+    for (const auto& o : now)
+        if (!overlaps_.count(o))
+            log_.warn("Networks {} ({}) and {} ({}) have overlapping subnets; both are kept as they are", o.vni_a,
+                      o.subnet_a, o.vni_b, o.subnet_b);
+    for (const auto& o : overlaps_)
+        if (!now.count(o))
+            log_.info("Networks {} ({}) and {} ({}) no longer overlap", o.vni_a, o.subnet_a, o.vni_b, o.subnet_b);
+    overlaps_ = std::move(now);
+    std::map<std::string, std::string> items;
+    auto add = [&](const std::string& of, const std::string& own, const std::string& other, const std::string& theirs) {
+        std::string& m = items[of];
+        m += fmt::format("{}subnet {} overlaps network {}'s {}", m.empty() ? "" : "; ", own, other, theirs);
+    };
+    for (const auto& o : found) {
+        add(o.vni_a, o.subnet_a, o.vni_b, o.subnet_b);
+        add(o.vni_b, o.subnet_b, o.vni_a, o.subnet_a);
+    }
+    std::lock_guard g(failed_m_);
+    overlapping_ = std::move(items);
 }
 
 unsigned NetworkModule::maximum_mtu(NetType type) {
@@ -456,7 +491,8 @@ void NetworkModule::contribute(KeepaliveReport& report) {
         });
     // The node's health (README, "Health"): every refused or failed network,
     // every network whose firewall rules nft refused, whose DHCP settings
-    // dnsmasq is not run with, or whose reservations were skipped, from the
+    // dnsmasq is not run with, whose reservations were skipped, or whose
+    // subnet overlaps another's (computed when subnets change), from the
     // lists the worker keeps (a short lock, never held across work).
     {
         std::lock_guard g(failed_m_);
@@ -470,6 +506,8 @@ void NetworkModule::contribute(KeepaliveReport& report) {
         for (const auto& [vni, why] : reservations_skipped_)
             report.health_item("reservations " + vni, health_delta_per_problem,
                                fmt::format("Network {}: reservations skipped: {}", vni, why));
+        for (const auto& [vni, what] : overlapping_)
+            report.health_item("overlap " + vni, health_delta_per_problem, fmt::format("Network {}: {}", vni, what));
     }
     if (report.router_state != "primary" || !upstream_floating_ || upstream_ip_written_) return;
     report.write(schema::path("base.config.upstream_ip"), *upstream_floating_);
@@ -486,8 +524,13 @@ void NetworkModule::reconcile(const std::string& vni) {
     NetworkKeys& keys = *read;
 
     ParsedNetwork parsed = parse_network(vni, keys);
-    if (!parsed.network) return fail(vni, e, parsed.error);
+    if (!parsed.network) {
+        note_subnets(vni, std::nullopt);  // refused: its subnets are not compared
+        return fail(vni, e, parsed.error);
+    }
     const ClientNetwork& n = *parsed.network;
+    if (n.type == NetType::managed) note_subnets(vni, NetworkSubnets{n.ip4_network, n.ip6_network});
+    else note_subnets(vni, std::nullopt);
     const std::optional<std::string>& parent = n.type == NetType::managed ? cluster_device_ : bridge_device_;
     if (!parent)
         return fail(vni, e, n.type == NetType::managed

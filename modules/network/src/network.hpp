@@ -92,6 +92,10 @@ private:
     void reconcile(const std::string& vni);
     void remove(const std::string& vni, Entry& e);
     void fail(const std::string& vni, Entry& e, const std::string& why);
+    // The network's accepted subnets (nullopt: none to compare: removed,
+    // refused, bridged); when they differ from the last ones, the overlaps
+    // are computed again (README, "Health").
+    void note_subnets(const std::string& vni, std::optional<NetworkSubnets> subnets);
     unsigned maximum_mtu(NetType type);
     // Makes `link` hold `cidr` (with gratuitous ARP for IPv4) or not.
     void hold(const std::string& link, const std::string& cidr, bool want);
@@ -140,6 +144,9 @@ private:
     std::map<std::string, std::string> refused_fw_;
     std::map<std::string, std::string> dhcp_refused_;  // DHCP settings dnsmasq is not run with
     std::map<std::string, std::string> reservations_skipped_;  // "<mac>: <why>; ..."
+    std::map<std::string, std::string> overlapping_;  // "subnet <a> overlaps network <b>'s <b's>; ..."
+    std::map<std::string, NetworkSubnets> subnets_;   // worker only: accepted managed networks' subnets
+    std::set<SubnetOverlap> overlaps_;                // worker only: as last logged
     std::shared_ptr<zk::Watch> children_watch_;
     std::unique_ptr<ModulePool> worker_;  // last: stopped (joined) first
 };

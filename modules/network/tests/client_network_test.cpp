@@ -2,6 +2,10 @@
 // it is refused (network.md §4.1, §5.2; issue item 7: bad input).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+
+#include <fmt/format.h>
+
 #include "client_network.hpp"
 
 using namespace pvc::network;
@@ -145,4 +149,67 @@ TEST(ClientNetwork, ClientLinkNamesNeedTheirKindAndAPlainDecimalVni) {
     EXPECT_EQ(vni("vmbr1a", "bridge"), std::nullopt);
     EXPECT_EQ(vni("brcluster", "bridge"), std::nullopt);
     EXPECT_EQ(vni("xvmbr1", "bridge"), std::nullopt);
+}
+
+// Overlapping subnets (issue item 7): noticed between networks, never
+// refused; each pair once per family, malformed subnets skipped.
+TEST(SubnetOverlap, ContainmentAndEqualityOverlapAdjacencyDoesNot) {
+    EXPECT_TRUE(subnets_overlap("10.0.0.0/16", "10.0.5.0/24", AF_INET));
+    EXPECT_TRUE(subnets_overlap("10.0.5.0/24", "10.0.0.0/16", AF_INET));
+    EXPECT_TRUE(subnets_overlap("10.0.5.0/24", "10.0.5.0/24", AF_INET));
+    EXPECT_TRUE(subnets_overlap("0.0.0.0/0", "192.168.1.0/24", AF_INET));
+    EXPECT_FALSE(subnets_overlap("10.0.0.0/25", "10.0.0.128/25", AF_INET));  // adjacent
+    EXPECT_FALSE(subnets_overlap("10.0.0.0/24", "10.0.1.0/24", AF_INET));
+    EXPECT_FALSE(subnets_overlap("10.0.1.0/24", "10.0.0.0/24", AF_INET));
+    EXPECT_TRUE(subnets_overlap("fd00::/48", "fd00:0:0:1::/64", AF_INET6));
+    EXPECT_FALSE(subnets_overlap("fd00::/64", "fd00:0:0:1::/64", AF_INET6));  // adjacent
+    EXPECT_FALSE(subnets_overlap("fd00::/49", "fd00:0:0:8000::/49", AF_INET6));
+    // Not strict CIDRs of the family: not compared.
+    EXPECT_FALSE(subnets_overlap("10.0.0.1/24", "10.0.0.0/24", AF_INET));
+    EXPECT_FALSE(subnets_overlap("10.300.0.0/24", "10.0.0.0/8", AF_INET));
+    EXPECT_FALSE(subnets_overlap("10.0.0.0", "10.0.0.0/8", AF_INET));
+    EXPECT_FALSE(subnets_overlap("fd00::/64", "fd00::/64", AF_INET));
+}
+
+TEST(SubnetOverlap, EveryOverlappingPairOnceWithBothSubnets) {
+    std::map<std::string, NetworkSubnets> nets{
+        {"100", {"10.100.0.0/16", "fd00:100::/64"}},
+        {"101", {"10.100.7.0/24", std::nullopt}},   // inside 100's IPv4
+        {"102", {"10.101.0.0/24", "fd00:100::/48"}},  // IPv6 contains 100's; IPv4 apart
+        {"103", {"10.100.0.0/25", std::nullopt}},   // inside 100's, beside 101
+        {"104", {"10.102.0.0/24", "fd00:104::/64"}},  // alone
+    };
+    auto o = find_overlaps(nets);
+    std::vector<SubnetOverlap> want{
+        {"100", "10.100.0.0/16", "101", "10.100.7.0/24"},
+        {"100", "fd00:100::/64", "102", "fd00:100::/48"},
+        {"100", "10.100.0.0/16", "103", "10.100.0.0/25"},
+    };
+    EXPECT_EQ(o, want);
+    // Both families of one pair: IPv4 first.
+    auto both = find_overlaps({{"1", {"10.0.0.0/24", "fd00::/64"}}, {"2", {"10.0.0.0/25", "fd00::/80"}}});
+    ASSERT_EQ(both.size(), 2u);
+    EXPECT_EQ(both[0].subnet_a, "10.0.0.0/24");
+    EXPECT_EQ(both[1].subnet_a, "fd00::/64");
+}
+
+TEST(SubnetOverlap, MalformedAndUnsetSubnetsAreSkipped) {
+    auto o = find_overlaps({
+        {"1", {"10.0.0.0/24", std::nullopt}},
+        {"2", {"10.0.0.5/24", std::nullopt}},    // host bits set
+        {"3", {"10.300.0.0/8", std::nullopt}},   // not an address
+        {"4", {"fd00::/64", "10.0.0.0/24"}},     // families swapped
+        {"5", {std::nullopt, std::nullopt}},
+        {"6", {"garbage", "fd00::/200"}},
+    });
+    EXPECT_TRUE(o.empty());
+    EXPECT_TRUE(find_overlaps({}).empty());
+    // Adjacent subnets of many networks: none overlap.
+    std::map<std::string, NetworkSubnets> adjacent;
+    for (int i = 0; i < 256; ++i)
+        adjacent[std::to_string(1000 + i)] = {"10.9." + std::to_string(i) + ".0/24",
+                                               "fd00:9:" + fmt::format("{:x}", i) + "::/48"};
+    EXPECT_TRUE(find_overlaps(adjacent).empty());
+    adjacent["2000"] = {"10.9.0.0/16", std::nullopt};
+    EXPECT_EQ(find_overlaps(adjacent).size(), 256u);
 }

@@ -802,13 +802,50 @@ TEST_F(NetworkDaemon, PrimaryKilledLeavesNoDnsmasqAndTheOtherTakesOverDhcp) {
 
 TEST_F(NetworkDaemon, RemovedNetworkIsTornDownOnBothNodes) {
     ASSERT_GT(ifindex(*ns1_, "vmbr1000"), 0);
+    int br1 = ifindex(*ns1_, "vmbr1000"), br2 = ifindex(*ns2_, "vmbr1000");
+    // A network whose subnet lies inside 1000's: noticed (logged once, a
+    // health item for each of the two), never refused: it gets its links,
+    // 1000 keeps its own and its guests keep talking (README, "Health").
+    add_network("1007", "managed", "10.200.0.128/25", "10.200.0.129");
+    for (const Netns* ns : {ns1_, ns2_})
+        EXPECT_TRUE(eventually([&] { return ifindex(*ns, "vmbr1007") > 0; })) << node1_->log();
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] {
+            return health_shows(*n, "overlap 1000",
+                                "Network 1000: subnet 10.200.0.0/24 overlaps network 1007's 10.200.0.128/25", read) &&
+                   health_shows(*n, "overlap 1007",
+                                "Network 1007: subnet 10.200.0.128/25 overlaps network 1000's 10.200.0.0/24", read);
+        })) << read.dump() << n->log();
+        std::string warning = "Networks 1000 (10.200.0.0/24) and 1007 (10.200.0.128/25) have overlapping subnets";
+        EXPECT_TRUE(eventually([&] { return n->log().find(warning) != std::string::npos; })) << n->log();
+        std::string l = n->log();
+        EXPECT_EQ(l.find(warning), l.rfind(warning)) << l;  // once
+    }
+    EXPECT_EQ(ifindex(*ns1_, "vmbr1000"), br1);
+    EXPECT_EQ(ifindex(*ns2_, "vmbr1000"), br2);
     client(delete_network_py, {zk_->hosts(), "1000"});
     for (const Netns* ns : {ns1_, ns2_}) {
         EXPECT_TRUE(eventually([&] { return ifindex(*ns, "vmbr1000") < 0 && ifindex(*ns, "vxlan1000") < 0; }))
             << node1_->log();
     }
     EXPECT_GT(ifindex(*ns1_, "vmbr1003"), 0);  // the others stay
+    EXPECT_GT(ifindex(*ns1_, "vmbr1007"), 0);
     EXPECT_FALSE(ping("g1", "10.200.0.12"));
+    // One of the two gone: both items clear.
+    for (Node* n : {node1_, node2_}) {
+        json read;
+        EXPECT_TRUE(eventually([&] {
+            return health_clear_of(*n, "overlap 1000", read) && health_clear_of(*n, "overlap 1007", read);
+        })) << read.dump() << n->log();
+        EXPECT_TRUE(eventually([&] {
+            return n->log().find("Networks 1000 (10.200.0.0/24) and 1007 (10.200.0.128/25) no longer overlap") !=
+                   std::string::npos;
+        })) << n->log();
+    }
+    client(delete_network_py, {zk_->hosts(), "1007"});
+    for (const Netns* ns : {ns1_, ns2_})
+        EXPECT_TRUE(eventually([&] { return ifindex(*ns, "vmbr1007") < 0; })) << node1_->log();
 }
 
 // A network deleted while a daemon was down: its links go at that daemon's
