@@ -5,10 +5,17 @@
 // dependency is unusable does. PVC_TEST_MODULE_HEALTH makes it report health
 // items (KeepaliveReport::health): one per line of /test/<node>/health, as
 // "<name> <delta> <message>", read through a watch (the keepalive reads only
-// the cached copy).
+// the cached copy). PVC_TEST_MODULE_RECORDS_PHASES makes it
+// record each hand-over phase its transition hook is called in, with the
+// wall-clock time, in <dynamic_directory>/handover-phases (one line each:
+// "<seconds since the epoch> <takeover|relinquish> <phase>"), written before
+// `done`, so a peer that reads the file knows which phases ran.
+#include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "pvc/module.hpp"
@@ -52,6 +59,20 @@ public:
         std::lock_guard g(health_m_);
         for (const auto& it : health_) report.health_item(it.name, it.delta, it.message);
     }
+#ifdef PVC_TEST_MODULE_RECORDS_PHASES
+    void transition(pvc::Transition t, pvc::TransitionPhase p, std::function<void()> done) override {
+        if (ctx_) {
+            auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+            std::string file = (ctx_->config.dynamic_directory / "handover-phases").string();
+            if (FILE* f = std::fopen(file.c_str(), "a")) {
+                std::fprintf(f, "%.6f %s %c\n", now, t == pvc::Transition::takeover ? "takeover" : "relinquish",
+                             static_cast<char>(p));
+                std::fclose(f);
+            }
+        }
+        done();
+    }
+#endif
 
 private:
     pvc::NodeContext* ctx_ = nullptr;

@@ -130,9 +130,12 @@ public:
     std::string_view name() const override { return name_; }
     void start(NodeContext&) override {}
     void stop() override {}
-    void transition(Transition t, std::function<void()> done) override {
+    // Slow (or stuck) in the first phase of its transition, quick in the others.
+    void transition(Transition t, TransitionPhase p, std::function<void()> done) override {
         hook_on_core_strand = core_.running_in_this_thread();
         seen = static_cast<int>(t);
+        phases += static_cast<char>(p);
+        if (p != (t == Transition::takeover ? TransitionPhase::C : TransitionPhase::B)) return done();
         if (!after_) return;  // never completes
         worker_ = std::thread([this, done] {
             std::this_thread::sleep_for(*after_);
@@ -143,6 +146,7 @@ public:
     std::atomic<bool> finished{false};
     std::atomic<bool> hook_on_core_strand{false};
     std::atomic<int> seen{-1};
+    std::string phases;  // the phases its hook saw, in order (core strand only)
 
 private:
     std::string name_;
@@ -162,6 +166,8 @@ TEST(TransitionHook, TheCoreGoesOnOnlyAfterEveryModuleIsDone) {
     EXPECT_TRUE(overran.empty());
     EXPECT_TRUE(network.hook_on_core_strand);
     EXPECT_EQ(network.seen, static_cast<int>(Transition::takeover));
+    loop.drain();
+    EXPECT_EQ(network.phases, "CDEFG");  // node-lifecycle.md §7.3, the candidate's phases in order
 }
 
 TEST(TransitionHook, AnOverrunningHookDoesNotBlockForever) {
@@ -176,6 +182,10 @@ TEST(TransitionHook, AnOverrunningHookDoesNotBlockForever) {
     ASSERT_EQ(overran.size(), 1u);
     EXPECT_EQ(overran[0], "stuck");
     EXPECT_EQ(stuck.seen, static_cast<int>(Transition::relinquish));
+    // Not waited for again after it overran; the later phases still ran (and were called on it).
+    loop.drain();
+    EXPECT_EQ(stuck.phases, "BCDEF");
+    EXPECT_EQ(quick.phases, "BCDEF");
 }
 
 TEST(ModulePool, TasksSeeTheStopTokenAndStopJoinsThem) {

@@ -31,9 +31,9 @@
 //   slots must not block. A slot's exception is logged and counted.
 // - A subscription ends when its Subscription object goes: afterwards its
 //   slot is never called (a call in progress is waited for).
-// - transition() runs on the core strand; the core publishes `primary` /
-//   `secondary` only after every module called `done` or transition_deadline
-//   passed.
+// - transition() runs on the core strand, once per hand-over phase; the core
+//   goes on to the next phase, and publishes `primary` / `secondary`, only
+//   after every module called `done` or transition_deadline passed.
 // - contribute() runs on the keepalive thread and must not block.
 // - Blocking work goes to Executor::blocking (short) or a ModulePool (long
 //   procedures, with a stop token); every posted task's exception is caught,
@@ -258,7 +258,27 @@ inline void deliver_core_events(CoreEvents& events, Executor& ex, const Strand& 
 
 // The node's primary/secondary transitions (node-lifecycle.md §7).
 enum class Transition { takeover, relinquish };
-// How long the core waits for the modules' part of a transition.
+// The hand-over phases (node-lifecycle.md §7.3/§7.4). The core runs the
+// reference's phases A..G under its locks on /config/primary_node/sync_lock
+// and calls each module's transition hook once in every phase that moves
+// something on its side, in this order, waiting for `done` before the next:
+//   phase  takeover (candidate)                      relinquish (old primary)
+//   B      -                                         DHCP, DNS, metadata API, API stop
+//   C      upstream floating address up              upstream floating address down
+//   D      cluster + storage floating addresses up   ... down
+//   E      169.254.169.254/32 on lo up               ... down
+//   F      managed networks' gateways up             ... down
+//   G      DHCP, metadata API, API start             -
+// A module acts in the phases that concern it and calls `done` at once in
+// the others.
+enum class TransitionPhase : char { B = 'B', C = 'C', D = 'D', E = 'E', F = 'F', G = 'G' };
+// The phases a transition calls the hooks in, in order.
+inline constexpr TransitionPhase takeover_phases[] = {TransitionPhase::C, TransitionPhase::D, TransitionPhase::E,
+                                                      TransitionPhase::F, TransitionPhase::G};
+inline constexpr TransitionPhase relinquish_phases[] = {TransitionPhase::B, TransitionPhase::C, TransitionPhase::D,
+                                                        TransitionPhase::E, TransitionPhase::F};
+// How long the core waits for the modules' part of one phase; a module that
+// overran is not waited for in later phases.
 inline constexpr std::chrono::seconds transition_deadline{30};
 
 struct PVC_SDK_API NodeContext {
@@ -292,10 +312,10 @@ public:
     virtual void registration(std::vector<zk::KeyValue>&) const {}
     // Fill this module's part of the keepalive from cached state. Must not block.
     virtual void contribute(KeepaliveReport&) {}
-    // This module's part of a takeover (e.g. floating addresses up) or
-    // relinquish, on the core strand. Call `done` once, from any thread, when
-    // finished; a late call is harmless.
-    virtual void transition(Transition, std::function<void()> done) { done(); }
+    // This module's part of one phase of a takeover (e.g. floating addresses
+    // up) or relinquish (TransitionPhase above), on the core strand. Call
+    // `done` once, from any thread, when finished; a late call is harmless.
+    virtual void transition(Transition, TransitionPhase, std::function<void()> done) { done(); }
     // Host set-up the ZooKeeper connection itself depends on (the network
     // module's cluster bridge and node address: ZooKeeper is reached over
     // them), done after configure() and before the daemon connects, on the

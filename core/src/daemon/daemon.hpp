@@ -57,6 +57,14 @@ private:
     void on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat);
     void on_router_state(const std::string& state);
     void contend_for_primary(int32_t version, const std::function<bool()>& still);
+    // The hand-over sequences (node-lifecycle.md §7.3, daemon_handover.cpp).
+    void take_over();
+    void relinquish();
+    // Another coordinator holds or is giving up the primary role (it will take the sync_lock's read locks).
+    bool old_primary_expected();
+    // Polls the sync_lock's contenders until one of `read` (or write) kind
+    // with a sequence after `after` shows up, at most `bound`.
+    bool wait_for_contender(bool read, const std::string& after, std::chrono::milliseconds bound);
     void until_done(const char* what, const std::function<bool()>& wanted, const std::function<bool()>& step);
     // Sleeps `d`; false when the daemon is stopping (its keepalive is stopped).
     bool pause(std::chrono::milliseconds d);

@@ -5,7 +5,6 @@
 #include "daemon/daemon.hpp"
 
 #include "daemon/module_host.hpp"
-#include "daemon/transition.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc {
@@ -110,44 +109,14 @@ void Daemon::contend_for_primary(int32_t version, const std::function<bool()>& s
     });
 }
 
-// The hand-over itself. The network module (when built) moves the floating
-// addresses and primary services on the router_state event; the core only
-// serialises through the primary_node lock and completes the state change, so
-// a coordinator without networking never stays in takeover/relinquish
-// (the reference's defect, node-lifecycle.md §13.7). Both must complete: an
-// interruption (ZooKeeper unreachable) is retried until they do, or until
-// the router state has moved on (a fencer forcing `secondary`).
+// The hand-over itself (daemon_handover.cpp): the reference's phases under
+// the sync_lock, the modules' part in its phases, then `primary` /
+// `secondary`. A coordinator without networking runs the same sequence (its
+// modules have nothing to move), so it never stays in takeover/relinquish
+// (the reference's defect, node-lifecycle.md §13.7).
 void Daemon::on_router_state(const std::string& state) {
-    if (state == "takeover") {
-        executor_.blocking("takeover", [this] {
-            log_.system("Taking over primary coordinator role");
-            // The modules' part first (the network module's floating addresses):
-            // `primary` is published only once they are done or overran.
-            run_transition(modules_->modules(), Transition::takeover, executor_, core_strand_, transition_deadline, log_);
-            auto wanted = [this] { return cached_router_state() == "takeover"; };
-            bool done = false;
-            until_done("Takeover", wanted, [&] {
-                zk::Lock lock(zk_, schema::path("base.config.primary_node"), zk::LockKind::exclusive);
-                if (!lock.acquire(std::nullopt, [&] { return !wanted() || stopping(); })) return !wanted();
-                zk_->ensure_path(schema::path("base.config.primary_node.sync_lock"));
-                done = write_own("node.state.router", "primary");
-                return done;
-            });
-            if (done) log_.ok("Node is now primary");
-        });
-    } else if (state == "relinquish") {
-        executor_.blocking("relinquish", [this] {
-            log_.system("Relinquishing primary coordinator role");
-            run_transition(modules_->modules(), Transition::relinquish, executor_, core_strand_, transition_deadline,
-                           log_);
-            bool done = false;
-            until_done("Relinquish", [this] { return cached_router_state() == "relinquish"; }, [&] {
-                done = write_own("node.state.router", "secondary");
-                return done;
-            });
-            if (done) log_.ok("Node is now secondary");
-        });
-    }
+    if (state == "takeover") executor_.blocking("takeover", [this] { take_over(); });
+    else if (state == "relinquish") executor_.blocking("relinquish", [this] { relinquish(); });
 }
 
 }  // namespace pvc

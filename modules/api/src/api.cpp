@@ -103,11 +103,16 @@ void ApiModule::stop_serving() {
     log_.ok("API: stopped listening");
 }
 
-void ApiModule::transition(Transition t, std::function<void()> done) {
-    if (!pool_) return done();
-    pool_->post(t == Transition::takeover ? "takeover" : "relinquish", [this, t, done](std::stop_token st) {
+// node-lifecycle.md §7.4: the API starts with the primary's services (phase
+// G of a takeover, after the floating addresses it may listen on) and stops
+// with them (phase B of a relinquish, before the addresses go).
+void ApiModule::transition(Transition t, TransitionPhase phase, std::function<void()> done) {
+    bool start = t == Transition::takeover && phase == TransitionPhase::G;
+    bool stop = t == Transition::relinquish && phase == TransitionPhase::B;
+    if (!pool_ || (!start && !stop)) return done();
+    pool_->post(start ? "takeover" : "relinquish", [this, start, done](std::stop_token st) {
         if (!st.stop_requested()) {
-            if (t == Transition::takeover) serve();
+            if (start) serve();
             else stop_serving();
         }
         done();

@@ -33,7 +33,7 @@ public:
     void configure(const Config& config, ConfigProblems& problems) override;
     void start(NodeContext& ctx) override;
     void stop() override;
-    void transition(Transition t, std::function<void()> done) override;
+    void transition(Transition t, TransitionPhase phase, std::function<void()> done) override;
 
     const ApiSettings& settings() const { return settings_; }
     // For tests: listening now, and the bound port.

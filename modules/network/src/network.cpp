@@ -69,10 +69,14 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
         const std::string& f = *role.r.floating_ip;
         const std::string& own = *role.r.dev_ip;
         std::string cidr = f.substr(0, f.find('/')) + own.substr(own.find('/'));
-        std::pair<std::string, std::string> a{host_.role_bridge.at(role.name), cidr};
-        if (std::find(floating_.begin(), floating_.end(), a) == floating_.end()) floating_.push_back(a);
+        // The hand-over phase that moves it (node-lifecycle.md §7.4): C upstream, D cluster and storage.
+        Floating a{host_.role_bridge.at(role.name), cidr,
+                   std::string_view(role.name) == "upstream" ? TransitionPhase::C : TransitionPhase::D};
+        if (std::none_of(floating_.begin(), floating_.end(),
+                         [&](const Floating& f) { return f.link == a.link && f.cidr == a.cidr; }))
+            floating_.push_back(a);
     }
-    floating_.emplace_back("lo", "169.254.169.254/32");
+    floating_.push_back({"lo", "169.254.169.254/32", TransitionPhase::E});
     upstream_floating_ = cfg.upstream.floating_ip;
     node_ = cfg.node;
     dynamic_dir_ = cfg.dynamic_directory;
@@ -442,31 +446,36 @@ void NetworkModule::hold(const std::string& link, const std::string& cidr, bool 
     }
 }
 
-void NetworkModule::apply_router() {
-    // Takeover: floating addresses (upstream, cluster, storage, metadata),
-    // then gateways (§8.2 phases C-F); relinquish: the same, as §8.3 orders it.
-    for (const auto& [link, cidr] : floating_) hold(link, cidr, router_active_);
-    for (auto& [vni, e] : networks_) {
-        if (!e.applied) continue;
-        for (const auto& g : e.gateways) hold(e.applied->bridge, g, router_active_);
-    }
+void NetworkModule::apply_router(TransitionPhase phase) {
+    // One phase of §8.2 / §8.3 (node-lifecycle.md §7.3): C-E the floating
+    // addresses, F the gateways; B (relinquish) and G (takeover) dnsmasq, which
+    // goes first when giving the role up and last when taking it (it binds the
+    // gateways).
+    for (const auto& f : floating_)
+        if (f.phase == phase) hold(f.link, f.cidr, router_active_);
+    if (phase == TransitionPhase::F)
+        for (auto& [vni, e] : networks_) {
+            if (!e.applied) continue;
+            for (const auto& g : e.gateways) hold(e.applied->bridge, g, router_active_);
+        }
+    if ((phase == TransitionPhase::B && !router_active_) || (phase == TransitionPhase::G && router_active_))
+        for (auto& [vni, e] : networks_) hold_dnsmasq(vni, e);
 }
 
-void NetworkModule::transition(Transition t, std::function<void()> done) {
+void NetworkModule::transition(Transition t, TransitionPhase phase, std::function<void()> done) {
     if (!worker_) return done();
-    upstream_ip_written_ = false;
-    worker_->post(t == Transition::takeover ? "takeover" : "relinquish", [this, t, done](std::stop_token stop) {
+    bool first = phase == (t == Transition::takeover ? TransitionPhase::C : TransitionPhase::B);
+    if (first) upstream_ip_written_ = false;
+    worker_->post(fmt::format("{} phase {}", t == Transition::takeover ? "takeover" : "relinquish",
+                              static_cast<char>(phase)),
+                  [this, t, phase, first, done](std::stop_token stop) {
         if (!stop.stop_requested()) {
-            router_active_ = t == Transition::takeover;
-            log_.info("Router role {}: {} addresses", router_active_ ? "taken over" : "relinquished",
-                      router_active_ ? "adding" : "removing");
-            // §8.3: dnsmasq goes first (phase B), the addresses after; §8.2:
-            // the addresses first, dnsmasq last (phase G: it binds the gateways).
-            if (!router_active_)
-                for (auto& [vni, e] : networks_) hold_dnsmasq(vni, e);
-            apply_router();
-            if (router_active_)
-                for (auto& [vni, e] : networks_) hold_dnsmasq(vni, e);
+            if (first) {
+                router_active_ = t == Transition::takeover;
+                log_.info("Router role {}: {} addresses", router_active_ ? "taken over" : "relinquished",
+                          router_active_ ? "adding" : "removing");
+            }
+            apply_router(phase);
         }
         done();
     });
@@ -480,7 +489,7 @@ void NetworkModule::contribute(KeepaliveReport& report) {
         !floating_checked_.exchange(true))
         on_worker("floating address leftovers", [this] {
             if (router_active_) return;
-            for (const auto& [link, cidr] : floating_) hold(link, cidr, false);
+            for (const auto& f : floating_) hold(f.link, f.cidr, false);
         });
     // Each keepalive has the worker look after the dnsmasq children (only
     // queued here: the keepalive never waits for it).

@@ -36,7 +36,7 @@ public:
     void stop() override;
     // Router role (§6.2, §8): floating and gateway addresses follow the
     // takeover/relinquish; `done` once the kernel holds (or dropped) them.
-    void transition(Transition t, std::function<void()> done) override;
+    void transition(Transition t, TransitionPhase phase, std::function<void()> done) override;
     // On the primary: /config/upstream_ip (§8.1).
     void contribute(KeepaliveReport& report) override;
 
@@ -99,14 +99,18 @@ private:
     unsigned maximum_mtu(NetType type);
     // Makes `link` hold `cidr` (with gratuitous ARP for IPv4) or not.
     void hold(const std::string& link, const std::string& cidr, bool want);
-    void apply_router();
+    void apply_router(TransitionPhase phase);
     template <class Fn>
     void on_worker(std::string what, Fn fn);
 
     HostPlan host_;
     std::optional<std::string> cluster_device_, bridge_device_;
     std::optional<unsigned> cluster_mtu_, bridge_mtu_;
-    std::vector<std::pair<std::string, std::string>> floating_;  // (link, cidr) in takeover order
+    struct Floating {
+        std::string link, cidr;
+        TransitionPhase phase;  // the hand-over phase that moves it
+    };
+    std::vector<Floating> floating_;                              // in takeover order
     std::optional<std::string> upstream_floating_;                // as configured, for /config/upstream_ip
     std::string node_;
     bool router_active_ = false;                                  // worker only
