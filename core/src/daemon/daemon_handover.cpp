@@ -27,10 +27,11 @@ using std::chrono::milliseconds;
 // Bounds of the waits for the peer's contender (see the file's comment).
 constexpr milliseconds candidate_waits_for_old_primary{2000};  // phase A (the reference sleeps 1 s)
 constexpr milliseconds candidate_waits_for_phase_b{1000};      // after A (the reference sleeps 0.1 s)
+constexpr milliseconds candidate_holds_phase{1000};            // C..G (the reference sleeps 0.5 / 0.2 s)
 constexpr milliseconds old_primary_waits_for_candidate{1000};  // phase 0 (the reference sleeps 0.2 s)
 constexpr milliseconds old_primary_holds_b{200};               // phase B (the reference sleeps 0.2 s)
-constexpr milliseconds old_primary_waits_for_phase_c{1000};    // after B, a candidate seen (the reference: 0.1 s)
-constexpr milliseconds old_primary_after_b{100};               // after B, no candidate seen (as the reference)
+constexpr milliseconds old_primary_waits_for_next{1000};       // before C..G, a candidate seen
+constexpr milliseconds old_primary_after_b{100};               // before C, no candidate seen (the reference's 0.1 s)
 constexpr milliseconds candidate_end_wait{2000};               // end (the reference sleeps 2 s)
 constexpr milliseconds old_primary_g_timeout{60000};           // phase G (as the reference)
 
@@ -89,7 +90,8 @@ void Daemon::take_over() {
         if (lock.interrupted() && wanted()) throw zk::Error(zk::Status::connection_loss, "ZooKeeper unreachable");
         return false;
     };
-    int next = 0;  // 0 = A, 1 = B, 2..6 = C..G, 7 = end
+    int next = 0;      // 0 = A, 1 = B, 2..6 = C..G, 7 = end
+    bool peer = false;  // the old primary's read lock was seen queued behind our phase A
     bool done = false;
     until_done("Takeover", wanted, [&] {
         // Phase 0: the primary_node lock, held to the end (contenders time out on it).
@@ -105,7 +107,7 @@ void Daemon::take_over() {
             zk::Lock a(zk_, sync, zk::LockKind::write);
             if (!take(a)) return !wanted();
             std::string seq = sequence_of(a.contender());
-            bool peer = expected && wait_for_contender(true, seq, candidate_waits_for_old_primary);
+            peer = expected && wait_for_contender(true, seq, candidate_waits_for_old_primary);
             a.release();
             zk_->write(sync, "");
             log_.debug("Hand-over phase A done ({})", peer ? "the old primary follows" : "no old primary queued");
@@ -126,6 +128,9 @@ void Daemon::take_over() {
             if (!take(w)) return !wanted();
             log_.debug("Hand-over phase {} (takeover)", phase_name(p));
             modules.phase(p);
+            // Held until the old primary's read lock of this phase is queued
+            // behind it: else our next write lock would not wait for its part.
+            if (peer) wait_for_contender(true, sequence_of(w.contender()), candidate_holds_phase);
             w.release();
             zk_->write(sync, "");
         }
@@ -160,13 +165,20 @@ void Daemon::relinquish() {
         if (lock.interrupted() && wanted()) throw zk::Error(zk::Status::connection_loss, "ZooKeeper unreachable");
         return false;
     };
-    int next = 0;  // 0 = phase 0, 1 = A, 2 = B, 3..6 = C..F, 7 = G
+    int next = 0;           // 0 = phase 0, 1 = A, 2 = B, 3..6 = C..F, 7 = G
+    bool candidate = false;  // the candidate's contenders were seen
+    std::string last;        // the sequence of our last phase lock
+    // Before each of C..G: until the candidate's write lock of that phase is
+    // queued after our last lock, so our part comes after its part.
+    auto after_candidate = [&](milliseconds otherwise) {
+        wait_for_contender(false, last, candidate ? old_primary_waits_for_next : otherwise);
+    };
     bool done = false;
     until_done("Relinquish", wanted, [&] {
         zk_->ensure_path(sync);
         if (next == 0) {
             // 0: until the candidate's phase-A write lock is there.
-            wait_for_contender(false, "", old_primary_waits_for_candidate);
+            candidate = wait_for_contender(false, "", old_primary_waits_for_candidate);
             next = 1;
         }
         if (next == 1) {
@@ -180,28 +192,28 @@ void Daemon::relinquish() {
             // B: the services stop under our write lock, the candidate's read lock waiting.
             zk::Lock b(zk_, sync, zk::LockKind::write);
             if (!take(b)) return !wanted();
-            std::string seq = sequence_of(b.contender());
-            bool candidate = wait_for_contender(true, seq, old_primary_holds_b);
+            last = sequence_of(b.contender());
+            if (wait_for_contender(true, last, old_primary_holds_b)) candidate = true;
             log_.debug("Hand-over phase B (relinquish)");
             modules.phase(TransitionPhase::B);
             b.release();
             zk_->write(sync, "");
-            // Until the candidate's phase-C write lock is queued, so our C comes after its C
-            // (the reference's unlocked steps and 0.1 s sleep after B).
-            wait_for_contender(false, seq, candidate ? old_primary_waits_for_phase_c : old_primary_after_b);
             next = 3;
         }
         for (; next <= 6; ++next) {
             // C..F: each after the candidate's same phase.
             TransitionPhase p = relinquish_phases[next - 2];
+            after_candidate(p == TransitionPhase::C ? old_primary_after_b : milliseconds(0));
             zk::Lock r(zk_, sync, zk::LockKind::read);
             if (!take(r)) return !wanted();
+            last = sequence_of(r.contender());
             log_.debug("Hand-over phase {} (relinquish)", phase_name(p));
             modules.phase(p);
             r.release();
         }
         if (next == 7) {
             // G: after the candidate's phase G, at most 60 s (a timeout is ignored).
+            after_candidate(milliseconds(0));
             zk::Lock g(zk_, sync, zk::LockKind::read);
             if (take(g, old_primary_g_timeout)) g.release();
             else if (!wanted()) return true;
