@@ -195,7 +195,11 @@ public:
     bool acquire(std::optional<std::chrono::milliseconds> timeout, const StopCheck& stop);
     bool acquire(std::optional<std::chrono::milliseconds> timeout, std::stop_token stop);
     void release();
-    bool held() const { return !node_.empty(); }
+    // Steps 1-2 only: our contender joins the queue now and acquire() later
+    // waits from that place. Lets a holder queue its next lock before it
+    // releases this one (nobody who queues in between can overtake it).
+    void enqueue();
+    bool held() const { return !node_.empty() && !queued_; }
     // After a failed acquire: true when ZooKeeper errors (connection loss,
     // expiry) kept it from an answer, false when a live holder kept the lock
     // until the timeout. Callers that give up on a timeout retry on this.
@@ -210,6 +214,7 @@ private:
     std::string identifier_;
     std::string prefix_;  // "<hex uuid4><marker>"
     std::string node_;
+    bool queued_ = false;  // node_ is a contender enqueue() made, not yet acquired
     bool interrupted_ = false;
 };
 

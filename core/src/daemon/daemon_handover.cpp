@@ -12,6 +12,7 @@
 // without a peer is not slowed at all.
 #include "daemon/daemon.hpp"
 
+#include <algorithm>
 #include <regex>
 
 #include "daemon/module_host.hpp"
@@ -33,6 +34,7 @@ constexpr milliseconds old_primary_holds_b{200};               // phase B (the r
 constexpr milliseconds old_primary_waits_for_next{1000};       // before C..G, a candidate seen
 constexpr milliseconds old_primary_after_b{100};               // before C, no candidate seen (the reference's 0.1 s)
 constexpr milliseconds candidate_end_wait{2000};               // end (the reference sleeps 2 s)
+constexpr milliseconds write_requeue_after{1000};              // see take_write in take_over()
 constexpr milliseconds old_primary_g_timeout{60000};           // phase G (as the reference)
 
 // The sequence number of a lock contender's name ("" when it is none).
@@ -90,6 +92,33 @@ void Daemon::take_over() {
         if (lock.interrupted() && wanted()) throw zk::Error(zk::Status::connection_loss, "ZooKeeper unreachable");
         return false;
     };
+    // A write lock of C..G queued behind the old primary's read lock: kazoo
+    // 2.8.0's ReadLock (a reference node's) may wait for it although it came
+    // first (it takes the last write contender, not the one before it), each
+    // then waiting for the other. A write lock still waiting after
+    // write_requeue_after gives its place up until the read locks before it
+    // are gone, then queues again: a stall of that bound instead of a
+    // deadlock; a read lock that is simply still held is waited for as before.
+    auto take_write = [&](zk::Lock& w) {
+        for (;;) {
+            if (take(w, write_requeue_after)) return true;
+            if (!wanted()) return false;
+            std::vector<std::string> readers;
+            if (auto kids = zk_->raw_children(sync))
+                for (const auto& k : *kids)
+                    if (is_read_contender(k) && !sequence_of(k).empty()) readers.push_back(k);
+            log_.info("Hand-over: a write lock on {} waited {} ms for {} read lock(s); queueing again once they are "
+                      "released", sync, write_requeue_after.count(), readers.size());
+            for (;;) {
+                auto kids = zk_->raw_children(sync);
+                bool left = kids && std::any_of(readers.begin(), readers.end(), [&](const std::string& r) {
+                    return std::find(kids->begin(), kids->end(), r) != kids->end();
+                });
+                if (!left) break;
+                if (!wanted() || !pause(milliseconds(10))) return false;
+            }
+        }
+    };
     int next = 0;      // 0 = A, 1 = B, 2..6 = C..G, 7 = end
     bool peer = false;  // the old primary's read lock was seen queued behind our phase A
     bool done = false;
@@ -108,8 +137,8 @@ void Daemon::take_over() {
             if (!take(a)) return !wanted();
             std::string seq = sequence_of(a.contender());
             peer = expected && wait_for_contender(true, seq, candidate_waits_for_old_primary);
-            a.release();
             zk_->write(sync, "");
+            a.release();
             log_.debug("Hand-over phase A done ({})", peer ? "the old primary follows" : "no old primary queued");
             // Until the old primary's phase-B write lock is queued (its A is released at once).
             if (peer) wait_for_contender(false, seq, candidate_waits_for_phase_b);
@@ -122,25 +151,35 @@ void Daemon::take_over() {
             b.release();
             next = 2;
         }
+        // The next phase's write lock, queued before this phase's is released.
+        std::unique_ptr<zk::Lock> queued;
+        auto next_lock = [&] {
+            return queued ? std::move(queued) : std::make_unique<zk::Lock>(zk_, sync, zk::LockKind::write);
+        };
         for (; next <= 6; ++next) {
             TransitionPhase p = takeover_phases[next - 2];
-            zk::Lock w(zk_, sync, zk::LockKind::write);
-            if (!take(w)) return !wanted();
+            auto w = next_lock();
+            if (!take_write(*w)) return !wanted();
             log_.debug("Hand-over phase {} (takeover)", phase_name(p));
             modules.phase(p);
             // Held until the old primary's read lock of this phase is queued
-            // behind it: else our next write lock would not wait for its part.
-            if (peer) wait_for_contender(true, sequence_of(w.contender()), candidate_holds_phase);
-            w.release();
+            // behind it, and our next phase's write lock queued behind that
+            // before this one goes: the old primary's part of this phase then
+            // comes after ours and before our next, however fast it is.
+            if (peer) wait_for_contender(true, sequence_of(w->contender()), candidate_holds_phase);
             zk_->write(sync, "");
+            queued = std::make_unique<zk::Lock>(zk_, sync, zk::LockKind::write);
+            queued->enqueue();
+            w->release();
         }
         if (next == 7) {
             // end: the reference sleeps 2 s so its peer's phase G ends first;
             // a write lock queued behind the peer's G read lock waits exactly for that.
-            zk::Lock end(zk_, sync, zk::LockKind::write);
+            auto end_lock = next_lock();
+            zk::Lock& end = *end_lock;
             if (take(end, candidate_end_wait)) {
-                end.release();
                 zk_->write(sync, "");
+                end.release();
             } else if (!wanted()) {
                 return true;
             }
@@ -196,8 +235,8 @@ void Daemon::relinquish() {
             if (wait_for_contender(true, last, old_primary_holds_b)) candidate = true;
             log_.debug("Hand-over phase B (relinquish)");
             modules.phase(TransitionPhase::B);
-            b.release();
             zk_->write(sync, "");
+            b.release();
             next = 3;
         }
         for (; next <= 6; ++next) {

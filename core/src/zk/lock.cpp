@@ -93,6 +93,10 @@ static void remove_contender(detail::SessionImpl& impl, const std::string& full)
 bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout, const StopCheck& stop) {
     using Clock = std::chrono::steady_clock;
     if (held()) return true;  // not re-entrant: a second acquire of a held Lock is a no-op
+    struct Dequeue {
+        bool& queued;
+        ~Dequeue() { queued = false; }  // held, or given up: no longer only queued
+    } dequeue{queued_};
     interrupted_ = false;
     auto* impl = dynamic_cast<detail::SessionImpl*>(session_.get());
     if (!impl) throw Error(Status::other, "zk::Lock needs a session from zk::Session::connect");
@@ -164,6 +168,22 @@ bool Lock::acquire(std::optional<std::chrono::milliseconds> timeout, const StopC
             if (expired()) return give_up();
         }
     }
+}
+
+void Lock::enqueue() {
+    if (!node_.empty()) return;
+    session_->ensure_path(path_);
+    try {
+        std::string created = session_->create(path_ + "/" + prefix_, identifier_, true, true);
+        node_ = created.substr(path_.size() + 1);
+    } catch (const Error&) {
+        // Step 7: the create may have succeeded with its reply lost.
+        if (auto kids = session_->raw_children(path_))
+            for (const auto& k : *kids)
+                if (k.rfind(prefix_, 0) == 0) node_ = k;
+        if (node_.empty()) throw;
+    }
+    queued_ = true;
 }
 
 void Lock::release() {
