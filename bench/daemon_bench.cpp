@@ -15,6 +15,11 @@
 //      native `load` plugin only
 //   s  scale: hypervisor (test driver) with 1,000 VMs defined, all owned by
 //      another node
+//   z  scale, ten daemons (hv1..hv10; hv1-hv3 coordinators) against one
+//      ZooKeeper with 1,000 VMs defined: per daemon start->run, RSS and CPU
+//      per tick; ZooKeeper's own CPU, watches, znodes, outstanding requests.
+//      PVC_BENCH_Z_VMS=spread: 100 VMs per daemon, running on its test driver,
+//      instead of all 1,000 owned by a node that is not running (the default)
 //   r  the same as t on a real libvirtd: PVC_BENCH_LIBVIRT_URI=qemu+tcp://...
 //   o  the old bench's settings (debug on, a pass per tick, a ZooKeeper write
 //      per log line) for comparison
@@ -222,9 +227,10 @@ struct Scenario {
 };
 
 std::string scenario_yaml(const Scenario& sc, pvc::test::NodeConfigOptions& o, pvc::test::ZkServer& server,
-                          const pvc::test::TempDir& dir) {
-    o.node = "hv1";
-    o.coordinators = fmt::format("[hv1:{}]", server.port());
+                          const pvc::test::TempDir& dir, const std::string& node = "hv1",
+                          const std::string& coordinators = "") {
+    o.node = node;
+    o.coordinators = coordinators.empty() ? fmt::format("[hv1:{}]", server.port()) : coordinators;
     o.base_dir = dir.path();
     o.module_dir = pvc::test::build_dir() + "/modules";
     if (sc.plugins) o.plugin_dir = pvc::test::build_dir() + "/plugins";
@@ -387,6 +393,182 @@ void measure(const Scenario& sc, int ticks, int fast_ticks) {
               << std::flush;
 }
 
+
+// ---- scenario z: ten daemons against one ZooKeeper
+
+// ZooKeeper's JVM: the bench's child process named java (ZkServer runs it directly).
+int zookeeper_pid() {
+    DIR* d = opendir("/proc");
+    if (!d) return -1;
+    int found = -1;
+    while (dirent* e = readdir(d)) {
+        int pid = std::atoi(e->d_name);
+        if (pid <= 0) continue;
+        std::string stat = pvc::test::slurp(fmt::format("/proc/{}/stat", pid));
+        auto open = stat.find('('), close = stat.rfind(')');
+        if (open == std::string::npos || close == std::string::npos) continue;
+        std::istringstream rest(stat.substr(close + 2));
+        char state;
+        int ppid = 0;
+        rest >> state >> ppid;
+        if (ppid == getpid() && stat.substr(open + 1, close - open - 1) == "java") found = pid;
+    }
+    closedir(d);
+    return found;
+}
+
+// One figure of `mntr` ("zk_watch_count\t123"); -1 if absent.
+long long mntr_value(const std::string& mntr, const std::string& key) {
+    std::istringstream in(mntr);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(key + "\t", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+    return -1;
+}
+
+void measure_ten(int ticks) {
+    constexpr int nodes = 10, vms = 1000;
+    const char* mode = std::getenv("PVC_BENCH_Z_VMS");
+    bool spread = mode && std::string(mode) == "spread";
+    Scenario sc{.label = "ten daemons", .vms = -1};
+    pvc::test::ZkServer server;
+    int zk_pid = zookeeper_pid();
+    auto zk = pvc::zk::Session::connect({server.hosts()});
+    pvc::init_cluster(*zk);
+    auto d0 = Clock::now();
+    if (spread)
+        for (int n = 1; n <= nodes; ++n) define_vms(*zk, fmt::format("hv{}", n), vms / nodes, (n - 1) * (vms / nodes));
+    else
+        define_vms(*zk, "hv11", vms, 100000);
+    double define_s = std::chrono::duration<double>(Clock::now() - d0).count();
+    std::cout << fmt::format("ten daemons (hv1..hv10, coordinators hv1-hv3, hypervisor on the test driver, the shipped "
+                             "logging) against one ZooKeeper;\n{} VMs defined in {:.1f} s, {}\n",
+                             vms, define_s,
+                             spread ? "100 per daemon, running on its test driver"
+                                    : "all owned by hv11 (no daemon): every daemon sees 1,000 VMs of another node")
+              << std::flush;
+    std::string coords = fmt::format("[hv1:{0}, hv2:{0}, hv3:{0}]", server.port());
+    struct Node {
+        std::string name;
+        std::unique_ptr<pvc::test::TempDir> dir;
+        std::unique_ptr<pvc::test::DaemonProcess> daemon;
+        double to_run_ms = 0;
+        size_t log0 = 0;
+        ProcSample p0, p1;
+    };
+    std::vector<Node> ns(nodes);
+    // One after the other: each start->run is the daemon's own, with the
+    // others already running (the n-th node joining a cluster of n-1).
+    for (int i = 0; i < nodes; ++i) {
+        auto& n = ns[static_cast<size_t>(i)];
+        n.name = fmt::format("hv{}", i + 1);
+        n.dir = std::make_unique<pvc::test::TempDir>("bench-" + n.name);
+        pvc::test::NodeConfigOptions o;
+        std::string yaml = scenario_yaml(sc, o, server, *n.dir, n.name, coords);
+        std::filesystem::create_directories(o.base_dir);
+        auto cfg = o.base_dir / "pvcnoded.yaml";
+        std::ofstream(cfg) << yaml;
+        zk->ensure_path(pvc::schema::path("logs.node", {n.name}));
+        zk->write(pvc::schema::path("logs.messages", {n.name}), full_ring());
+        auto state = [&] { return zk->get(pvc::schema::path("node.state.daemon", {n.name})).value_or(""); };
+        auto t0 = Clock::now();
+        n.daemon = std::make_unique<pvc::test::DaemonProcess>(n.name, cfg, n.dir->path() / "out.log");
+        while (state() != "run" && Clock::now() - t0 < 60s) std::this_thread::sleep_for(1ms);
+        n.to_run_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        if (state() != "run") {
+            std::cout << n.name << " never reached run: " << pvc::test::slurp(n.dir->path() / "out.log.err") << "\n";
+            return;
+        }
+    }
+    if (spread) {
+        for (auto& n : ns) {
+            auto running = [&] {
+                auto v = zk->get(pvc::schema::path("node.running_domains", {n.name})).value_or("");
+                return std::count(v.begin(), v.end(), '-') / 4;
+            };
+            if (!pvc::test::eventually([&] { return running() >= vms / nodes; }, 120s))
+                std::cout << n.name << ": " << running() << " VMs running after 120 s\n";
+        }
+    }
+    // Settle (VM start-up, the first health pass), then a window of `ticks`
+    // keepalives of hv1, starting right after one.
+    std::this_thread::sleep_for(std::chrono::seconds(sc.keepalive_s + 2));
+    auto hv1_ts = [&] { return std::stol(zk->get(pvc::schema::path("node.keepalive", {"hv1"})).value_or("0")); };
+    long k0 = hv1_ts();
+    while (hv1_ts() == k0) std::this_thread::sleep_for(5ms);
+    k0 = hv1_ts();
+    for (auto& n : ns) {
+        n.log0 = pvc::test::slurp(n.dir->path() / "log" / "pvc.log").size();
+        n.p0 = sample(n.daemon->pid());
+    }
+    auto z0 = sample(zk_pid);
+    auto w0 = Clock::now();
+    long long max_outstanding = 0;
+    auto next = Clock::now();
+    while (hv1_ts() < k0 + static_cast<long>(ticks) * sc.keepalive_s) {
+        if (Clock::now() >= next) {
+            max_outstanding = std::max(max_outstanding,
+                                       mntr_value(four_letter(server.port(), "mntr"), "zk_outstanding_requests"));
+            next += 1s;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    auto z1 = sample(zk_pid);
+    for (auto& n : ns) n.p1 = sample(n.daemon->pid());
+    double window_s = std::chrono::duration<double>(Clock::now() - w0).count();
+    std::string mntr = four_letter(server.port(), "mntr");
+    std::string wchs = four_letter(server.port(), "wchs");
+    std::cout << fmt::format("{:<6} {:>8} {:>9} {:>7} {:>6} {:>6} {:>4} {:>6}\n", "node", "to run", "CPU/tick",
+                             "wall/t", "RSS", "PSS", "thr", "ticks");
+    std::cout << fmt::format("{:<6} {:>8} {:>9} {:>7} {:>6} {:>6} {:>4} {:>6}\n", "", "ms", "ms", "ms", "MiB", "MiB",
+                             "", "");
+    double max_run = 0, max_cpu = 0, sum_cpu = 0, max_rss = 0, sum_rss = 0;
+    for (auto& n : ns) {
+        auto [wall, seen] = tick_wall_ms(n.dir->path() / "log" / "pvc.log", n.log0);
+        double cpu = (n.p1.cpu_ms - n.p0.cpu_ms) / ticks;
+        double rss = n.p1.rss_kib / 1024.0;
+        max_run = std::max(max_run, n.to_run_ms);
+        max_cpu = std::max(max_cpu, cpu);
+        sum_cpu += cpu;
+        max_rss = std::max(max_rss, rss);
+        sum_rss += rss;
+        std::cout << fmt::format("{:<6} {:>8.0f} {:>9.3f} {:>7.1f} {:>6.1f} {:>6.1f} {:>4} {:>6}\n", n.name,
+                                 n.to_run_ms, cpu, wall, rss, n.p1.pss_kib / 1024.0, n.p1.threads, seen);
+    }
+    std::cout << fmt::format("max start->run {:.0f} ms; CPU/tick mean {:.3f} ms, max {:.3f} ms; RSS max {:.1f} MiB, "
+                             "all ten {:.1f} MiB\n",
+                             max_run, sum_cpu / nodes, max_cpu, max_rss, sum_rss);
+    double zk_cpu = z1.cpu_ms - z0.cpu_ms;
+    std::cout << fmt::format("ZooKeeper (JVM pid {}): CPU {:.0f} ms over {:.1f} s = {:.1f} ms/s ({:.1f}% of a core), "
+                             "{:.1f} ms per 5 s tick; RSS {:.1f} MiB\n",
+                             zk_pid, zk_cpu, window_s, zk_cpu / window_s, zk_cpu / window_s / 10.0, zk_cpu / ticks,
+                             z1.rss_kib / 1024.0);
+    auto total_watches = [&] {
+        auto p = wchs.find("Total watches:");
+        return p == std::string::npos ? -1LL : std::stoll(wchs.substr(p + 14));
+    };
+    auto first_line = wchs.substr(0, wchs.find('\n'));
+    std::cout << fmt::format("ZooKeeper: watches {} (mntr zk_watch_count; wchs: {}, total {}), znodes {}, "
+                             "outstanding requests {} at the end (max {} sampled each second), connections {}\n",
+                             mntr_value(mntr, "zk_watch_count"), first_line, total_watches(),
+                             mntr_value(mntr, "zk_znode_count"), mntr_value(mntr, "zk_outstanding_requests"),
+                             max_outstanding, mntr_value(mntr, "zk_num_alive_connections"))
+              << std::flush;
+    // Stop in reverse order (the coordinators last), one at a time.
+    std::string stops;
+    for (auto it = ns.rbegin(); it != ns.rend(); ++it) {
+        auto s0 = Clock::now();
+        it->daemon->signal(SIGTERM);
+        int rc = it->daemon->wait(30s);
+        stops += fmt::format(" {} {:.0f}{}", it->name, std::chrono::duration<double, std::milli>(Clock::now() - s0).count(),
+                             rc < 0 ? " (killed)" : "");
+        if (rc < 0) {
+            auto log = pvc::test::slurp(it->dir->path() / "log" / "pvc.log");
+            std::cout << it->name << " did not stop in 30 s; its log ends:\n"
+                      << log.substr(log.size() > 1500 ? log.size() - 1500 : 0) << "\n";
+        }
+    }
+    std::cout << "stop ms:" << stops << "\n" << std::flush;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -427,6 +609,7 @@ int main(int argc, char** argv) {
         measure({.label = "hypervisor, 1,000 VMs of another node", .vms = -1, .foreign_vms = 1000,
                  .fast_keepalive_ms = 100},
                 ticks, fast_ticks);
+    if (want('z') && have_hv) measure_ten(ticks);
     if (want('r')) {
         if (!real_uri || !have_hv)
             std::cout << "real libvirtd scenarios skipped: set PVC_BENCH_LIBVIRT_URI (e.g. a lab node's libvirtd)\n";
