@@ -28,7 +28,7 @@ void ApiModule::start(NodeContext& ctx) {
     view_ = std::make_unique<ClusterView>(zk_);
     view_->start();
     figures_.zookeeper_requests = [zk = zk_] { return zk->stats().requests; };
-    api_ = std::make_unique<Api>(zk_, *view_, settings_, log_, figures_);
+    api_ = std::make_unique<Api>(zk_, *view_, settings_, log_, figures_, &ctx.services);
     router_ = ctx.events.router_state.subscribe([this](const std::string& s) { on_router_state(s); });
     tick_ = ctx.events.keepalive_tick.subscribe([this] { on_tick(); });
     // A daemon that starts as primary (its router state already primary).

@@ -7,6 +7,7 @@
 #include "pvc/client.hpp"
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/services/rbd_volumes.hpp"
 #include "pvc/target.hpp"
 #include "fetch.hpp"
 #include "request.hpp"
@@ -224,8 +225,10 @@ bool match(const std::vector<std::string>& pattern, const std::vector<std::strin
 
 }  // namespace
 
-Api::Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures)
-    : zk_(std::move(zk)), view_(view), settings_(std::move(settings)), log_(std::move(log)), figures_(figures) {
+Api::Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures,
+         ServiceRegistry* services)
+    : zk_(std::move(zk)), view_(view), settings_(std::move(settings)), log_(std::move(log)), figures_(figures),
+      services_(services) {
     vms_.set_metric_builder(vm_metric_lines);
 }
 
@@ -638,10 +641,57 @@ HttpResponse Api::vm_delete(Ctx& c) {
     auto u = find_vm(vm);
     if (!u) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
     bool disks = c.flag("delete_disks");
-    if (disks && !read_key(path("domain.storage.volumes", {*u})).empty())
-        return message(400, "ERROR: Removing a VM's RBD volumes is not supported by this API; undefine VM '" + vm +
-                                "' and remove its volumes with Ceph's tools.");
     auto t0 = Clock::now();
+    if (disks) {
+        // The disk names: the domain XML's RBD disks, then the `rbdlist` key's
+        // (both written by define/modify; either may be all a VM has).
+        std::vector<std::string> volumes;
+        auto add = [&](const std::string& v) {
+            if (!v.empty() && std::find(volumes.begin(), volumes.end(), v) == volumes.end()) volumes.push_back(v);
+        };
+        try {
+            for (const auto& v : parse_domain_xml(read_key(path("domain.xml", {*u}))).rbd_list()) add(v);
+        } catch (const DomainXmlError&) {
+            // An unreadable stored XML: the rbdlist key still names the disks.
+        }
+        std::string rbdlist = read_key(path("domain.storage.volumes", {*u}));
+        for (size_t p = 0; p <= rbdlist.size();) {
+            size_t comma = rbdlist.find(',', p);
+            if (comma == std::string::npos) comma = rbdlist.size();
+            add(rbdlist.substr(p, comma - p));
+            p = comma + 1;
+        }
+        // Names without '/' are no RBD volumes (skipped, as the reference);
+        // any other name must be a valid pool/volume, checked before anything is done.
+        std::erase_if(volumes, [](const std::string& v) { return v.find('/') == std::string::npos; });
+        for (const auto& v : volumes)
+            if (!services::valid_rbd_volume_name(v))
+                return message(400, "ERROR: Disk '" + v + "' of VM '" + vm +
+                                        "' is not a valid pool/volume name; nothing was removed.");
+        std::shared_ptr<services::RbdVolumes> rbd;
+        if (!volumes.empty() && services_) rbd = services_->get<services::RbdVolumes>();
+        if (!volumes.empty() && !rbd)
+            return message(400, "ERROR: Removing a VM's RBD volumes needs the storage module on this node, which is "
+                                "not running; undefine VM '" + vm + "' and remove its volumes with Ceph's tools.");
+        if (read_key(path("domain.state", {*u})) != "stop") {
+            if (!client::change_vm_state(zk_, *u, "stop", c.stop)) return message(500, "Internal Server Error");
+            std::this_thread::sleep_for(1000ms);
+        }
+        for (const auto& v : volumes) {
+            auto r = rbd->remove(v);
+            if (r.outcome == services::RbdVolumes::Outcome::error) {
+                log_.error("API: removing VM {}: volume {} not removed: {}", vm, v, r.error);
+                return message(400, "ERROR: Failed to remove volume '" + v + "' of VM '" + vm + "': " + r.error);
+            }
+            // Removed or absent: its ZooKeeper keys go too (storage.md §6.2).
+            auto slash = v.find('/');
+            std::string pool = v.substr(0, slash), name = v.substr(slash + 1);
+            zk_->remove_recursive(path("volume.name", {pool, name}));
+            zk_->remove_recursive(path("base.snapshot") + "/" + pool + "/" + name);
+            log_.info("API: removing VM {}: volume {} {}", vm, v,
+                      r.outcome == services::RbdVolumes::Outcome::removed ? "removed" : "was not there");
+        }
+    }
     if (!client::undefine_vm(zk_, *u, disks ? 1000ms : 0ms, c.stop)) return message(500, "Internal Server Error");
     figures_.vm_action("remove", std::chrono::duration<double>(Clock::now() - t0).count());
     settle(path("domain.name", {*u}), std::nullopt);

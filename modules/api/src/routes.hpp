@@ -12,13 +12,18 @@
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "objects.hpp"
+#include "pvc/service_registry.hpp"
 #include "settings.hpp"
 
 namespace pvc::api {
 
 class Api {
 public:
-    Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures);
+    // `services`: where `DELETE /vm/<vm>?delete_disks=true` finds the RBD
+    // volume removal (pvc.rbd_volumes.v1, the storage module's); null or
+    // without a provider, removing a VM with volumes is refused.
+    Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures,
+        ServiceRegistry* services = nullptr);
     HttpResponse handle(const HttpRequest& request, std::stop_token stop);
 
     struct Ctx;
@@ -90,6 +95,7 @@ private:
     ApiSettings settings_;
     Logger log_;
     DaemonFigures& figures_;
+    ServiceRegistry* services_;
     VmCache vms_;
 };
 

@@ -72,7 +72,7 @@ protected:
         view = std::make_unique<ClusterView>(session);
         view->start();
         ASSERT_TRUE(view->wait_ready(std::chrono::seconds(10)));
-        api = std::make_unique<Api>(session, *view, settings, logger, figures);
+        api = std::make_unique<Api>(session, *view, settings, logger, figures, &services);
         server = std::make_unique<HttpServer>(settings.server, [this](const HttpRequest& r, std::stop_token st) {
             return api->handle(r, st);
         }, logger);
@@ -147,6 +147,7 @@ protected:
     Logger logger;
     ApiSettings settings;
     DaemonFigures figures;
+    ServiceRegistry services;  // tests provide fakes (pvc.rbd_volumes.v1) here
     std::unique_ptr<ClusterView> view;
     std::unique_ptr<Api> api;
     std::unique_ptr<HttpServer> server;

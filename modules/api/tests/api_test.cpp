@@ -2,9 +2,12 @@
 // HTTP; what they write is read back from ZooKeeper itself.
 #include "api_fixture.hpp"
 
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "pvc/client.hpp"
+#include "pvc/services/rbd_volumes.hpp"
 
 using namespace pvc;
 using namespace pvc::api;
@@ -325,6 +328,129 @@ TEST_F(ApiRoutes, ConsoleLogAndDeleteRemoveTheTree) {
     EXPECT_EQ(d.json()["message"], "Undefined VM 'web1' from the cluster.");
     EXPECT_FALSE(session->exists(path("domain.name", {U1})));
     EXPECT_EQ(call("DELETE", "/vm/web1").status, 400u);
+}
+
+// DELETE /vm/<vm>?delete_disks=true (api.md §2.3) through the RBD volume
+// service (pvc.rbd_volumes.v1): a fake behind the same interface here; the
+// storage module's own against Ceph is tested in the storage tests.
+class FakeRbdVolumes final : public services::RbdVolumes {
+public:
+    Removal remove(const std::string& volume) override {
+        std::lock_guard g(m);
+        asked.push_back(volume);
+        auto it = answers.find(volume);
+        return it == answers.end() ? Removal{Outcome::removed, ""} : it->second;
+    }
+    std::vector<std::string> calls() {
+        std::lock_guard g(m);
+        return asked;
+    }
+    std::mutex m;
+    std::vector<std::string> asked;
+    std::map<std::string, Removal> answers;
+};
+
+class ApiVmRemoval : public ApiFixture {
+protected:
+    // The volume and snapshot keys as the API's volume create and snapshot create write them.
+    void write_volume(const std::string& pool, const std::string& volume, const std::string& snap) {
+        session->ensure_path("/ceph/volumes/" + pool);  // as the API's pool create
+        session->ensure_path("/ceph/snapshots/" + pool);
+        ASSERT_TRUE(session->write({{"/ceph/volumes/" + pool + "/" + volume, ""},
+                                    {"/ceph/volumes/" + pool + "/" + volume + "/stats", "{}"},
+                                    {"/ceph/snapshots/" + pool + "/" + volume, ""},
+                                    {"/ceph/snapshots/" + pool + "/" + volume + "/" + snap, ""},
+                                    {"/ceph/snapshots/" + pool + "/" + volume + "/" + snap + "/stats", "{}"}}));
+    }
+    bool volume_keys(const std::string& pool, const std::string& volume) {
+        return session->exists("/ceph/volumes/" + pool + "/" + volume) ||
+               session->exists("/ceph/snapshots/" + pool + "/" + volume);
+    }
+    void TearDown() override {
+        for (const auto& p : {"/ceph/volumes/vms", "/ceph/snapshots/vms"}) session->remove_recursive(p);
+        ApiFixture::TearDown();
+    }
+    std::shared_ptr<FakeRbdVolumes> provide() {
+        auto fake = std::make_shared<FakeRbdVolumes>();
+        services.provide<services::RbdVolumes>(fake);
+        return fake;
+    }
+};
+
+TEST_F(ApiVmRemoval, DeleteDisksRemovesEachVolumeItsKeysAndThenTheVm) {
+    auto fake = provide();
+    ASSERT_EQ(define("web1", U1).status, 200u);  // its XML has vms/web1_disk0
+    // A second disk in the rbdlist key; a name without '/' is no RBD volume.
+    ASSERT_TRUE(session->write(path("domain.storage.volumes", {U1}), "vms/web1_disk0,vms/web1_disk1,scratch"));
+    write_volume("vms", "web1_disk0", "snap1");
+    write_volume("vms", "web1_disk1", "snap1");
+    write_volume("vms", "other_disk0", "snap1");
+    fake->answers["vms/web1_disk1"] = {services::RbdVolumes::Outcome::absent, ""};  // ignored, keys still go
+    auto r = call("DELETE", "/vm/web1?delete_disks=true");
+    EXPECT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(r.json()["message"], "Removed VM 'web1' and its disks from the cluster.");
+    EXPECT_EQ(fake->calls(), (std::vector<std::string>{"vms/web1_disk0", "vms/web1_disk1"}));
+    EXPECT_FALSE(volume_keys("vms", "web1_disk0"));
+    EXPECT_FALSE(volume_keys("vms", "web1_disk1"));
+    EXPECT_TRUE(session->exists("/ceph/volumes/vms/other_disk0"));
+    EXPECT_TRUE(session->exists("/ceph/snapshots/vms/other_disk0/snap1"));
+    EXPECT_FALSE(session->exists(path("domain.name", {U1})));
+}
+
+TEST_F(ApiVmRemoval, AFailedRemovalIsA400AndLeavesTheVmAndTheVolumeKeys) {
+    auto fake = provide();
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    ASSERT_TRUE(session->write(path("domain.state", {U1}), "start"));
+    write_volume("vms", "web1_disk0", "snap1");
+    fake->answers["vms/web1_disk0"] = {services::RbdVolumes::Outcome::error,
+                                       "removing volume vms/web1_disk0: Device or resource busy"};
+    auto r = call("DELETE", "/vm/web1?delete_disks=true");
+    EXPECT_EQ(r.status, 400u);
+    EXPECT_EQ(r.json()["message"], "ERROR: Failed to remove volume 'vms/web1_disk0' of VM 'web1': removing volume "
+                                   "vms/web1_disk0: Device or resource busy");
+    EXPECT_EQ(fake->calls(), (std::vector<std::string>{"vms/web1_disk0"}));
+    EXPECT_TRUE(session->exists("/ceph/volumes/vms/web1_disk0"));
+    EXPECT_TRUE(session->exists("/ceph/snapshots/vms/web1_disk0/snap1"));
+    EXPECT_TRUE(session->exists(path("domain.name", {U1})));
+    EXPECT_TRUE(session->exists(path("domain.xml", {U1})));
+    EXPECT_EQ(key("domain.state", {U1}), "stop");  // stopped first, as the spec's order says
+}
+
+TEST_F(ApiVmRemoval, BadVolumeNamesAreRefusedBeforeAnythingIsDone) {
+    auto fake = provide();
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    ASSERT_TRUE(session->write(path("domain.state", {U1}), "start"));
+    for (const std::string& bad : std::vector<std::string>{"vms/..", "../vms/web1_disk0", "vms/web1_disk0@snap", "vms/a b", "vms/x/y"}) {
+        ASSERT_TRUE(session->write(path("domain.storage.volumes", {U1}), "vms/web1_disk0," + bad));
+        auto r = call("DELETE", "/vm/web1?delete_disks=true");
+        EXPECT_EQ(r.status, 400u) << bad;
+        EXPECT_EQ(r.json()["message"], "ERROR: Disk '" + bad + "' of VM 'web1' is not a valid pool/volume name; "
+                                       "nothing was removed.");
+    }
+    EXPECT_TRUE(fake->calls().empty());
+    EXPECT_EQ(key("domain.state", {U1}), "start");
+    EXPECT_TRUE(session->exists(path("domain.name", {U1})));
+}
+
+TEST_F(ApiVmRemoval, WithoutTheStorageModuleAVmWithVolumesIsRefusedOneWithoutIsRemoved) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    ASSERT_TRUE(session->write(path("domain.state", {U1}), "start"));
+    auto r = call("DELETE", "/vm/web1?delete_disks=true");
+    EXPECT_EQ(r.status, 400u);
+    EXPECT_EQ(r.json()["message"], "ERROR: Removing a VM's RBD volumes needs the storage module on this node, which is "
+                                   "not running; undefine VM 'web1' and remove its volumes with Ceph's tools.");
+    EXPECT_EQ(key("domain.state", {U1}), "start");
+    EXPECT_TRUE(session->exists(path("domain.name", {U1})));
+    // No RBD disk at all (the XML's and the rbdlist's): removed without the service.
+    std::string xml = vm_xml("web1", U1);
+    auto from = xml.find("    <disk"), to = xml.find("</disk>\n") + 8;
+    xml.erase(from, to - from);
+    ASSERT_EQ(call("PUT", "/vm/web1", form({{"xml", xml}})).status, 200u);
+    EXPECT_EQ(key("domain.storage.volumes", {U1}), "");
+    auto ok = call("DELETE", "/vm/web1?delete_disks=true");
+    EXPECT_EQ(ok.status, 200u) << ok.body;
+    EXPECT_EQ(ok.json()["message"], "Removed VM 'web1' and its disks from the cluster.");
+    EXPECT_FALSE(session->exists(path("domain.name", {U1})));
 }
 
 TEST_F(ApiRoutes, BadInputIsA4xxWithAJsonMessageAndWritesNothing) {

@@ -160,4 +160,38 @@ bool RbdImage::break_lock(const RbdLocker& lock) {
     return true;
 }
 
+std::vector<std::string> remove_image_with_snapshots(IoCtx& io, const std::string& name) {
+    const std::string full = io.pool() + "/" + name;
+    std::vector<std::string> removed;
+    {
+        rbd_image_t image = nullptr;
+        check(rbd_open(io.handle(), name.c_str(), &image, nullptr), "opening volume " + full);
+        struct Close {
+            rbd_image_t i;
+            ~Close() { rbd_close(i); }
+        } close{image};
+        std::vector<rbd_snap_info_t> snaps(16);
+        int max = static_cast<int>(snaps.size());
+        int n = 0;
+        for (int attempt = 0; attempt < 4; ++attempt) {
+            n = rbd_snap_list(image, snaps.data(), &max);
+            if (n != -ERANGE) break;
+            snaps.resize(static_cast<size_t>(max) + 1);  // `max` now says what is needed
+            max = static_cast<int>(snaps.size());
+        }
+        check(n, "listing the snapshots of " + full);
+        std::vector<std::string> names;
+        for (int i = 0; i < n; ++i) names.emplace_back(snaps[static_cast<size_t>(i)].name);
+        rbd_snap_list_end(snaps.data());
+        for (const auto& snap : names) {
+            int rc = rbd_snap_remove(image, snap.c_str());
+            if (rc == -ENOENT) continue;  // gone meanwhile
+            check(rc, "removing snapshot " + full + "@" + snap);
+            removed.push_back(snap);
+        }
+    }
+    check(rbd_remove(io.handle(), name.c_str()), "removing volume " + full);
+    return removed;
+}
+
 }  // namespace pvc::storage

@@ -117,4 +117,10 @@ private:
     std::string name_;
 };
 
+// Removes every snapshot of image `name` (rbd_snap_list, rbd_snap_remove),
+// then the image (rbd_remove); returns the snapshots removed. Throws
+// CephError: -ENOENT when the image is not there; a protected snapshot is
+// not unprotected (its removal fails with -EBUSY).
+std::vector<std::string> remove_image_with_snapshots(IoCtx& io, const std::string& name);
+
 }  // namespace pvc::storage

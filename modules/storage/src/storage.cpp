@@ -41,6 +41,9 @@ void StorageModule::start(NodeContext& ctx) {
         log_.warn("No storage network address (storage_dev_ip): no RBD lock counts as this node's");
     locks_ = std::make_shared<RbdLockService>(settings_.client, settings_.own_address, log_, calls_, deadline);
     ctx.services.provide<services::RbdLocks>(std::static_pointer_cast<services::RbdLocks>(locks_));
+    // Removing an image deletes its data objects: bounded by a longer deadline.
+    volumes_ = std::make_shared<RbdVolumeService>(settings_.client, log_, calls_, deadline, std::chrono::seconds(120));
+    ctx.services.provide<services::RbdVolumes>(std::static_pointer_cast<services::RbdVolumes>(volumes_));
 
     objects_ = std::make_unique<CephObjects>(ctx.zk, log_, ctx.executor, CephObjects::Options{settings_.node});
     objects_->start();
@@ -84,6 +87,8 @@ void StorageModule::on_tick() {
 void StorageModule::stop() {
     tick_.reset();
     if (services_ && locks_) services_->withdraw<services::RbdLocks>(std::static_pointer_cast<services::RbdLocks>(locks_));
+    if (services_ && volumes_)
+        services_->withdraw<services::RbdVolumes>(std::static_pointer_cast<services::RbdVolumes>(volumes_));
     if (pool_) pool_->stop();
     if (objects_) objects_->stop();
     if (calls_) calls_->wait_idle(std::chrono::seconds(15));

@@ -1,6 +1,7 @@
 // The storage module (storage.md, the node daemon's part): Ceph statistics
 // in ZooKeeper (§4), the /ceph mirrors and the OSD information refresh (§5),
-// the RBD lock service (§8), ceph-mon@/ceph-mgr@ on coordinators (§1 e).
+// the RBD lock service (§8), the RBD volume removal service (§6.2, for the
+// API module), ceph-mon@/ceph-mgr@ on coordinators (§1 e).
 //
 // Its own configuration keys (besides the core's ceph_config_file,
 // ceph_admin_keyring and the storage network's address), under
@@ -20,6 +21,7 @@
 #include "collector.hpp"
 #include "pvc/module.hpp"
 #include "rbd_lock_service.hpp"
+#include "rbd_volume_service.hpp"
 
 namespace pvc::storage {
 
@@ -53,6 +55,7 @@ private:
     std::unique_ptr<CephObjects> objects_;
     std::unique_ptr<StatsCollector> collector_;
     std::shared_ptr<RbdLockService> locks_;
+    std::shared_ptr<RbdVolumeService> volumes_;
     std::unique_ptr<ModulePool> pool_;
     std::atomic<bool> busy_{false}, skipping_{false};
     Executor* executor_ = nullptr;

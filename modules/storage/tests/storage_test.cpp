@@ -21,6 +21,7 @@
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "rbd_lock_service.hpp"
+#include "rbd_volume_service.hpp"
 #include "storage.hpp"
 
 using namespace std::chrono_literals;
@@ -346,6 +347,64 @@ TEST_F(Storage, BadVolumeNamesAndMissingVolumesAreSkippedNotFatal) {
     EXPECT_NE(logged().find("cannot list the RBD locks of vms/does-not-exist"), std::string::npos);
     // Forced freeing is all or nothing: a listing failure is an error.
     EXPECT_TRUE(locks.free_all("uuid-b", {"vms/does-not-exist"}));
+}
+
+// ------------------------------------------------------------------ RBD volume removal (§6.2)
+
+TEST_F(Storage, VolumeServiceRemovesAnImageWithItsSnapshots) {
+    make_image("gone_disk0");
+    for (const char* snap : {"s1", "s2"}) {
+        auto r = ceph->rbd({"snap", "create", std::string("vms/gone_disk0@") + snap});
+        ASSERT_EQ(r.status, 0) << r.err;
+    }
+    auto calls = std::make_shared<CephCalls>();
+    RbdVolumeService volumes(client(), log, calls, 10s, 60s);
+    auto r = volumes.remove("vms/gone_disk0");
+    EXPECT_EQ(r.outcome, pvc::services::RbdVolumes::Outcome::removed) << r.error << logged();
+    auto ls = ceph->rbd({"ls", "vms"});
+    ASSERT_EQ(ls.status, 0) << ls.err;
+    EXPECT_EQ(ls.out.find("gone_disk0"), std::string::npos) << ls.out;
+    EXPECT_NE(logged().find("Removed RBD volume vms/gone_disk0 and its 2 snapshot(s)"), std::string::npos) << logged();
+    // Removed once: now absent.
+    EXPECT_EQ(volumes.remove("vms/gone_disk0").outcome, pvc::services::RbdVolumes::Outcome::absent);
+}
+
+TEST_F(Storage, VolumeServiceReportsAMissingImageOrPoolAsAbsent) {
+    auto calls = std::make_shared<CephCalls>();
+    RbdVolumeService volumes(client(), log, calls, 10s, 60s);
+    EXPECT_EQ(volumes.remove("vms/never-created").outcome, pvc::services::RbdVolumes::Outcome::absent);
+    EXPECT_EQ(volumes.remove("nosuchpool/x").outcome, pvc::services::RbdVolumes::Outcome::absent);
+}
+
+TEST_F(Storage, VolumeServiceRefusesBadNamesWithoutAskingCeph) {
+    make_image("kept");
+    auto calls = std::make_shared<CephCalls>();
+    RbdVolumeService volumes(client(), log, calls, 10s, 60s);
+    for (const std::string& bad : std::vector<std::string>{"", "kept", "vms/", "/kept", "vms/kept/x", "../vms/kept", "vms/..", "vms/.", "vms/kept@s",
+                            "vms/ke pt", std::string("vms/kept\n"), std::string("vms/kept\0x", 10), "vms@x/kept",
+                            "vms/" + std::string(256, 'k')}) {
+        auto r = volumes.remove(bad);
+        EXPECT_EQ(r.outcome, pvc::services::RbdVolumes::Outcome::error) << bad;
+        EXPECT_NE(r.error.find("is not a valid pool/volume name"), std::string::npos) << r.error;
+    }
+    EXPECT_EQ(calls->running(), 0u);
+    auto ls = ceph->rbd({"ls", "vms"});
+    EXPECT_NE(ls.out.find("kept"), std::string::npos) << ls.out;
+}
+
+TEST_F(Storage, VolumeServiceFailsOnAProtectedSnapshotAndKeepsTheImage) {
+    make_image("prot");
+    ASSERT_EQ(ceph->rbd({"snap", "create", "vms/prot@base"}).status, 0);
+    auto p = ceph->rbd({"snap", "protect", "vms/prot@base"});
+    ASSERT_EQ(p.status, 0) << p.err;
+    auto calls = std::make_shared<CephCalls>();
+    RbdVolumeService volumes(client(), log, calls, 10s, 60s);
+    auto r = volumes.remove("vms/prot");
+    EXPECT_EQ(r.outcome, pvc::services::RbdVolumes::Outcome::error);
+    EXPECT_NE(r.error.find("removing snapshot vms/prot@base"), std::string::npos) << r.error;
+    EXPECT_NE(ceph->rbd({"ls", "vms"}).out.find("prot"), std::string::npos);
+    ASSERT_EQ(ceph->rbd({"snap", "unprotect", "vms/prot@base"}).status, 0);
+    EXPECT_EQ(volumes.remove("vms/prot").outcome, pvc::services::RbdVolumes::Outcome::removed);
 }
 
 TEST_F(Storage, UnreachableCephNeverHoldsTheCallerPastItsDeadline) {
