@@ -673,9 +673,10 @@ HttpResponse Api::vm_delete(Ctx& c) {
         if (!volumes.empty() && !rbd)
             return message(400, "ERROR: Removing a VM's RBD volumes needs the storage module on this node, which is "
                                 "not running; undefine VM '" + vm + "' and remove its volumes with Ceph's tools.");
-        if (read_key(path("domain.state", {*u})) != "stop") {
-            if (!client::change_vm_state(zk_, *u, "stop", c.stop)) return message(500, "Internal Server Error");
-            std::this_thread::sleep_for(1000ms);
+        if (!volumes.empty()) {
+            if (read_key(path("domain.state", {*u})) != "stop" && !client::change_vm_state(zk_, *u, "stop", c.stop))
+                return message(500, "Internal Server Error");
+            std::this_thread::sleep_for(1000ms);  // the stop reaches the VM's node before its disks go
         }
         for (const auto& v : volumes) {
             auto r = rbd->remove(v);
@@ -686,6 +687,7 @@ HttpResponse Api::vm_delete(Ctx& c) {
             // Removed or absent: its ZooKeeper keys go too (storage.md §6.2).
             auto slash = v.find('/');
             std::string pool = v.substr(0, slash), name = v.substr(slash + 1);
+            // (false = the key was not there: nothing to delete)
             zk_->remove_recursive(path("volume.name", {pool, name}));
             zk_->remove_recursive(path("base.snapshot") + "/" + pool + "/" + name);
             log_.info("API: removing VM {}: volume {} {}", vm, v,
