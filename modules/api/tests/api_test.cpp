@@ -345,6 +345,11 @@ public:
         std::lock_guard g(m);
         return asked;
     }
+    // Under the lock: the routes run on the server's threads.
+    void answer(const std::string& volume, Removal r) {
+        std::lock_guard g(m);
+        answers[volume] = std::move(r);
+    }
     std::mutex m;
     std::vector<std::string> asked;
     std::map<std::string, Removal> answers;
@@ -385,7 +390,7 @@ TEST_F(ApiVmRemoval, DeleteDisksRemovesEachVolumeItsKeysAndThenTheVm) {
     write_volume("vms", "web1_disk0", "snap1");
     write_volume("vms", "web1_disk1", "snap1");
     write_volume("vms", "other_disk0", "snap1");
-    fake->answers["vms/web1_disk1"] = {services::RbdVolumes::Outcome::absent, ""};  // ignored, keys still go
+    fake->answer("vms/web1_disk1", {services::RbdVolumes::Outcome::absent, ""});  // ignored, keys still go
     auto r = call("DELETE", "/vm/web1?delete_disks=true");
     EXPECT_EQ(r.status, 200u) << r.body;
     EXPECT_EQ(r.json()["message"], "Removed VM 'web1' and its disks from the cluster.");
@@ -402,8 +407,8 @@ TEST_F(ApiVmRemoval, AFailedRemovalIsA400AndLeavesTheVmAndTheVolumeKeys) {
     ASSERT_EQ(define("web1", U1).status, 200u);
     ASSERT_TRUE(session->write(path("domain.state", {U1}), "start"));
     write_volume("vms", "web1_disk0", "snap1");
-    fake->answers["vms/web1_disk0"] = {services::RbdVolumes::Outcome::error,
-                                       "removing volume vms/web1_disk0: Device or resource busy"};
+    fake->answer("vms/web1_disk0",
+                 {services::RbdVolumes::Outcome::error, "removing volume vms/web1_disk0: Device or resource busy"});
     auto r = call("DELETE", "/vm/web1?delete_disks=true");
     EXPECT_EQ(r.status, 400u);
     EXPECT_EQ(r.json()["message"], "ERROR: Failed to remove volume 'vms/web1_disk0' of VM 'web1': removing volume "
