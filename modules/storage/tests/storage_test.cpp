@@ -594,3 +594,60 @@ TEST_F(StorageDaemon, VmStartFreesOwnStaleLockRefusesAForeignOneAndStartsElsewhe
     EXPECT_TRUE(locks_of("vmdisk2").empty());
     EXPECT_NE(get("domain.state", uuid2), "fail") << get("domain.failed_reason", uuid2);
 }
+
+TEST_F(StorageDaemon, ApiRemovesAVmWithItsVolumeThroughTheStorageModulesService) {
+    // pvcnoded with the storage and the API modules: DELETE
+    // /vm?delete_disks=true finds pvc.rbd_volumes.v1 in the daemon's registry.
+    const std::string name = "hv4", uuid = "5a0e1d2c-0000-4000-8000-0000000000d1", token = "rbd-t0ken-91c2";
+    define_pool("vms");
+    make_image("apivm_disk0");
+    ASSERT_EQ(ceph->rbd({"snap", "create", "vms/apivm_disk0@s1"}).status, 0);
+    session->ensure_path("/ceph/snapshots/vms");
+    ASSERT_TRUE(session->write({{path("volume.name", {"vms", "apivm_disk0"}), ""},
+                                {path("volume.stats", {"vms", "apivm_disk0"}), "{}"},
+                                {"/ceph/snapshots/vms/apivm_disk0", ""},
+                                {"/ceph/snapshots/vms/apivm_disk0/s1", ""}}));
+    std::string xml = "<domain type='kvm'><name>apivm</name><uuid>" + uuid +
+                      "</uuid><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64'>hvm</type></os>"
+                      "<devices><disk type='network' device='disk'><source protocol='rbd' name='vms/apivm_disk0'/>"
+                      "<target dev='vda' bus='virtio'/></disk></devices></domain>";
+    auto k = [&](std::string_view key) { return path(key, {uuid}); };
+    ASSERT_TRUE(session->write({{k("domain.name"), "apivm"}, {k("domain.xml"), xml}, {k("domain.state"), "stop"},
+                                {k("domain.node"), name}, {k("domain.storage.volumes"), "vms/apivm_disk0"}}));
+    auto cfg = daemon_config(name, "127.0.0.1/8", false, 3);
+    {
+        std::string yaml = slurp(cfg);
+        replace(yaml, "enable_api: false", "enable_api: true");
+        replace(yaml, "  cluster:\n", "  api:\n    listen_address: 127.0.0.77\n    listen_port: 17377\n"
+                                      "    authentication:\n      enabled: true\n      tokens:\n"
+                                      "        - description: tests\n          token: " + token + "\n  cluster:\n");
+        std::ofstream(cfg) << yaml;
+    }
+    session->write(path("base.config.primary_node"), "none");
+    pvc::test::DaemonProcess d(name, cfg, dir.path() / "api.out");
+    ASSERT_TRUE(eventually([&] { return daemon_state(name) == "run"; }, 60s)) << slurp(dir.path() / "api.out.err")
+                                                                               << log_of(name);
+    ASSERT_TRUE(eventually([&] { return session->get(path("node.state.router", {name})).value_or("") == "primary"; }, 60s))
+        << log_of(name);
+    auto del = [&] {
+        return pvc::test::run_python(
+            "import sys, urllib.request, urllib.error\n"
+            "r = urllib.request.Request('http://127.0.0.77:17377/api/v1/vm/apivm?delete_disks=true', method='DELETE',"
+            " headers={'X-Api-Key': sys.argv[1]})\n"
+            "try:\n    resp = urllib.request.urlopen(r, timeout=60); sys.stdout.write(str(resp.status) + ' ' + resp.read().decode())\n"
+            "except urllib.error.HTTPError as e:\n    sys.stdout.write(str(e.code) + ' ' + e.read().decode())\n",
+            {token});
+    };
+    pvc::test::ProcResult r{};
+    ASSERT_TRUE(eventually([&] {
+        r = del();
+        return r.status == 0 && r.out.rfind("200 ", 0) == 0;
+    }, 30s)) << r.out << r.err << log_of(name);
+    EXPECT_NE(r.out.find("Removed VM 'apivm' and its disks from the cluster."), std::string::npos) << r.out;
+    auto ls = ceph->rbd({"ls", "vms"});
+    EXPECT_EQ(ls.out.find("apivm_disk0"), std::string::npos) << ls.out;
+    EXPECT_FALSE(session->exists(path("volume.name", {"vms", "apivm_disk0"})));
+    EXPECT_FALSE(session->exists("/ceph/snapshots/vms/apivm_disk0"));
+    EXPECT_FALSE(session->exists(path("domain.name", {uuid})));
+    EXPECT_NE(log_of(name).find("Removed RBD volume vms/apivm_disk0 and its 1 snapshot(s)"), std::string::npos);
+}
