@@ -10,8 +10,8 @@
 
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitizer_build = true;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool sanitizer_build = true;  // not built under TSan (tests/integration/CMakeLists.txt)
 #else
 constexpr bool sanitizer_build = false;
 #endif
@@ -65,7 +65,8 @@ TEST_F(HealthMemoryTest, TwelvePythonPluginsStayFlatOverHundredsOfPasses) {
     // own bookkeeping grows with every thread a pass starts and every object
     // carries redzones (measured 1.5-2.4 MiB under ASan with its quarantine
     // off), so there the bound is 1 KiB per plugin call: a leak of a plugin's
-    // result still fails.
+    // result still fails. (Under TSan the same bookkeeping alone measured
+    // 4.7 MiB: the test is not built there.)
     const long bound = sanitizer_build ? passes * 12 : 2048;
     EXPECT_LE(rss1 - rss0, bound) << "resident memory grew over " << passes << " passes";
     EXPECT_LE(threads1, threads0) << "threads left behind by passes";
