@@ -347,12 +347,25 @@ protected:
             if (d.at("name") == "module-network") return d;
         return nullptr;
     }
-    // Whether `item` is in the node's health with `text` in its message, and
-    // the health is 100 minus the module's delta (these nodes load no plugin).
+    // Whether a read is consistent: the keys are read one by one, as clients
+    // do, and a health pass may rewrite them in between (a torn read: the old
+    // health_delta with the new data). Consistent: the entry's delta is the
+    // sum of its items' and the health is 100 minus it (these nodes load no
+    // plugin).
+    static bool consistent(const json& read) {
+        if (!read.contains("health")) return false;
+        json e = network_entry(read);
+        if (e.is_null()) return read.at("health") == 100;
+        int sum = 0;
+        for (const auto& [k, v] : e.at("data").items()) sum += v.at("health_delta").get<int>();
+        return sum == e.at("health_delta").get<int>() && read.at("health") == 100 - sum;
+    }
+    // Whether `item` is in the node's health with `text` in its message, in a
+    // consistent read.
     static bool health_shows(const Node& n, const std::string& item, const std::string& text, json& read) {
         read = health_read(n);
         json e = network_entry(read);
-        if (e.is_null() || !e.at("data").contains(item)) return false;
+        if (e.is_null() || !e.at("data").contains(item) || !consistent(read)) return false;
         return e.at("data").at(item).at("health_delta") == 10 &&
                e.at("data").at(item).at("message").get<std::string>().find(text) != std::string::npos &&
                e.at("message").get<std::string>().find(text) != std::string::npos &&
@@ -360,10 +373,9 @@ protected:
     }
     static bool health_clear_of(const Node& n, const std::string& item, json& read) {
         read = health_read(n);
-        if (!read.contains("details")) return false;
+        if (!read.contains("details") || !consistent(read)) return false;
         json e = network_entry(read);
-        int delta = e.is_null() ? 0 : e.at("health_delta").get<int>();
-        return (e.is_null() || !e.at("data").contains(item)) && read.at("health") == 100 - delta;
+        return e.is_null() || !e.at("data").contains(item);
     }
 
     static Netns *sw_, *ns1_, *ns2_;
