@@ -188,9 +188,7 @@ void vm_define() {
         node = *t;
     }
     if (!a.no_resource_check) check_resources(x.dom, node);
-    std::string method = a.method.empty() ? "none" : a.method;
-    for (const auto& nic : x.dom.interfaces)
-        if (nic.type == "hostdev") method = "shutdown";  // SR-IOV hostdev NICs cannot live-migrate
+    std::string method = a.method.empty() ? "none" : a.method;  // the library makes it shutdown for a hostdev NIC
 
     client::VmDefinition def;
     def.uuid = x.uuid;
@@ -205,7 +203,11 @@ void vm_define() {
     if (!a.selector.empty()) def.node_selector = a.selector;
     for (const auto& t : a.tags) def.tags.emplace_back(t, false);
     for (const auto& t : a.protected_tags) def.tags.emplace_back(t, true);
-    if (!client::define_vm(*session(), def)) throw Failure("could not write VM " + name + " to the cluster");
+    try {
+        if (!client::define_vm(*session(), def)) throw Failure("could not write VM " + name + " to the cluster");
+    } catch (const client::VfInUse& e) {
+        throw Failure(std::string(e.what()) + " VM " + name + " was not defined.");
+    }
     // Defined all the same: our nodes need none of these; a reference
     // client sharing the cluster does.
     warn_reference_omissions(x);
@@ -238,8 +240,12 @@ void vm_modify() {
     if (a.restart && x && state_of(u) != "start")
         throw Failure("VM " + name + " is not in state start; cannot restart it (modify without --restart)");
     if (x) {
-        if (!client::write_vm_xml(*session(), u, name, x->dom.rbd_list(), x->xml))
-            throw Failure("could not write the new configuration of VM " + name);
+        try {
+            if (!client::write_vm_xml(*session(), u, name, x->dom.rbd_list(), x->xml))
+                throw Failure("could not write the new configuration of VM " + name);
+        } catch (const client::VfInUse& e) {
+            throw Failure(std::string(e.what()) + " VM " + name + " was not modified.");
+        }
         std::cout << "Modified the configuration of VM " << name << "." << std::endl;
         warn_reference_omissions(*x);
     }
@@ -380,8 +386,12 @@ void vm_relocate(const std::string& op) {
             new_last = "";
     }
 
-    if (!client::relocate_vm(session(), u, target_state, target, new_last))
-        throw Failure("could not write the migration of VM " + name);
+    try {
+        if (!client::relocate_vm(session(), u, target_state, target, new_last))
+            throw Failure("could not write the migration of VM " + name);
+    } catch (const client::VfInUse& e) {
+        throw Failure(std::string(e.what()) + " VM " + name + " was not moved.");
+    }
     static const std::map<std::string, std::string> verb = {
         {"migrate", "Migrating"}, {"move", "Permanently migrating"}, {"unmigrate", "Unmigrating"}};
     std::cout << verb.at(op) << " VM " << name << " to node " << target << "." << std::endl;

@@ -135,6 +135,7 @@ DomainInterface read_interface(xmlNode* d) {
         xmlNode* addr = child(src, "address");
         nic.source = hex_field(attr(addr, "domain")) + ":" + hex_field(attr(addr, "bus")) + ":" +
                      hex_field(attr(addr, "slot")) + "." + hex_field(attr(addr, "function"));
+        if (xmlNode* dev = child(d, "sriov_device")) nic.sriov_device = trim(text_of(dev));
     }
     nic.target = attr(child(d, "target"), "dev");
     nic.model = attr(child(d, "model"), "type");
@@ -147,6 +148,12 @@ std::optional<std::uint64_t> memory_of(xmlNode* n) {
 }
 
 }  // namespace
+
+std::string DomainInterface::sriov_vf() const {
+    if (type == "direct") return source;
+    if (type == "hostdev") return sriov_device;
+    return "";
+}
 
 std::optional<std::uint64_t> memory_kib(std::string_view value, std::string_view unit) {
     std::string v = trim(value);

@@ -247,3 +247,23 @@ TEST(DomainXml, ParsesConcurrently) {
 }
 
 }  // namespace
+
+TEST(DomainXml, SriovVfOfDirectAndHostdevNics) {
+    auto x = parse_domain_xml(R"(<domain><devices>
+      <interface type='bridge'><mac address='52:54:00:00:00:01'/><source bridge='vmbr100'/></interface>
+      <interface type='direct'><mac address='52:54:00:00:00:02'/><source dev='ens1f0v3' mode='passthrough'/></interface>
+      <interface type='hostdev' managed='yes'>
+        <mac address='52:54:00:00:00:03'/>
+        <source><address type='pci' domain='0x0000' bus='0x3b' slot='0x02' function='0x4'/></source>
+        <sriov_device> ens1f0v4 </sriov_device>
+      </interface>
+      <interface type='hostdev'><source><address type='pci' domain='0x0000' bus='0x3b' slot='0x02' function='0x5'/></source></interface>
+    </devices></domain>)");
+    ASSERT_EQ(x.interfaces.size(), 4u);
+    EXPECT_EQ(x.interfaces[0].sriov_vf(), "");
+    EXPECT_EQ(x.interfaces[1].sriov_vf(), "ens1f0v3");
+    EXPECT_EQ(x.interfaces[2].source, "0000:3b:02.4");
+    EXPECT_EQ(x.interfaces[2].sriov_device, "ens1f0v4");
+    EXPECT_EQ(x.interfaces[2].sriov_vf(), "ens1f0v4");
+    EXPECT_EQ(x.interfaces[3].sriov_vf(), "");  // no <sriov_device>: no VF name to track
+}

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <utility>
@@ -36,7 +37,23 @@ PVC_SDK_API bool write_under_state_lock(const std::shared_ptr<zk::Session>& sess
 PVC_SDK_API bool change_vm_state(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
                                  const std::string& state, std::stop_token stop = {});
 
-// A new VM's keys (api.md §2.3 "POST /vm").
+// SR-IOV VF bookkeeping (network.md §9.5), done by define_vm, write_vm_xml,
+// relocate_vm and undefine_vm for the VM's `direct` (macvtap) and `hostdev`
+// NICs whose VF is registered on the VM's node (/nodes/<n>/sriov/vf/<vf>):
+// a claim sets the VF's `used`=True, `used_by`=the VM's UUID, `mac`=the NIC's
+// MAC, in the same transaction as the VM's own keys; a release sets
+// `used`=False, `used_by`="", `mac`=`phy_mac` (only a VF this VM holds).
+// A VM without such NICs is written exactly as before.
+//
+// Thrown (before anything is written) when a VF the VM would claim is used
+// by another VM; the message names the VF, the node and that VM.
+class PVC_SDK_API VfInUse : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// A new VM's keys (api.md §2.3 "POST /vm"). A VM with a `hostdev` NIC gets
+// migrate_method `shutdown` whatever was asked (hostdev VMs cannot live-migrate).
 struct VmDefinition {
     std::string uuid, name, xml, node;
     std::string profile = "None";
@@ -48,20 +65,26 @@ struct VmDefinition {
     std::vector<std::pair<std::string, bool>> tags;  // (tag, protected), user tags
 };
 PVC_SDK_API std::vector<zk::KeyValue> vm_define_keys(const VmDefinition& vm);
-// The VM's keys in one transaction, then each tag's. False when a write failed.
+// The VM's keys and its VF claims in one transaction, then each tag's. False
+// when a write failed; VfInUse when a VF is used by another VM.
 PVC_SDK_API bool define_vm(zk::Session& session, const VmDefinition& vm);
 // A user tag's keys; `protected_value` is stored as given ("True"/"False").
 PVC_SDK_API std::vector<zk::KeyValue> vm_tag_keys(const std::string& uuid, const std::string& tag,
                                                   const std::string& protected_value);
-// A modified configuration: `domain` (the name as it was), rbdlist, xml.
+// A modified configuration: `domain` (the name as it was), rbdlist, xml, with
+// the VFs of NICs added claimed and those of NICs removed released (compared
+// with the stored XML; hostdev added → migrate_method `shutdown`), in one
+// transaction. VfInUse as define_vm.
 PVC_SDK_API bool write_vm_xml(zk::Session& session, const std::string& uuid, const std::string& name,
                               const std::vector<std::string>& rbd_list, const std::string& xml);
-// move/migrate/unmigrate: state, node and last node under the state lock.
+// move/migrate/unmigrate: state, node and last node under the state lock,
+// with the VM's VFs claimed on `node` and released on the node it was on, in
+// the same transaction. VfInUse when a VF on `node` is used by another VM.
 PVC_SDK_API bool relocate_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
                              const std::string& target_state, const std::string& node, const std::string& last_node,
                              std::stop_token stop = {});
-// Undefine: `stop` unless stopped (then `settle`), `delete`, the VM's tree
-// removed. False when a write failed (nothing more is done then).
+// Undefine: `stop` unless stopped (then `settle`), `delete`, the VM's VFs
+// released, the VM's tree removed. False when a write failed (nothing more is done then).
 PVC_SDK_API bool undefine_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
                              std::chrono::milliseconds settle = 0ms, std::stop_token stop = {});
 

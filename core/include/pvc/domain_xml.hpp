@@ -22,12 +22,18 @@ struct DomainDisk {
     std::string target;    // <target dev>: vda, sda...
 };
 
-struct DomainInterface {
+struct PVC_SDK_API DomainInterface {
     std::string type;    // <interface type>: bridge, direct, hostdev, network...
     std::string mac;
     std::string source;  // bridge name, direct dev, network name, or a hostdev's PCI address "dddd:bb:ss.f"
     std::string target;  // <target dev> (libvirt sets it in the live XML): the host-side device
     std::string model;
+    std::string sriov_device;  // hostdev: the <sriov_device> text PVC writes, the VF's netdev name
+
+    // The SR-IOV VF this NIC uses (network.md §9.5): a `direct` (macvtap)
+    // NIC's source dev, a `hostdev` NIC's <sriov_device>; "" for any other
+    // NIC (and a hostdev without <sriov_device>).
+    std::string sriov_vf() const;
 };
 
 struct DomainGraphics {

@@ -600,7 +600,11 @@ HttpResponse Api::vm_define(Ctx& c) {
     for (const auto& t : user_tags) def.tags.emplace_back(t, false);
     for (const auto& t : protected_tags) def.tags.emplace_back(t, true);
     auto t0 = Clock::now();
-    if (!client::define_vm(*zk_, def)) return message(500, "Internal Server Error");
+    try {
+        if (!client::define_vm(*zk_, def)) return message(500, "Internal Server Error");
+    } catch (const client::VfInUse& e) {
+        return message(400, std::string("ERROR: ") + e.what());
+    }
     figures_.vm_action("define", std::chrono::duration<double>(Clock::now() - t0).count());
     // Read-your-writes: the view holds every key of the new VM before the answer.
     for (const auto& [k, v] : client::vm_define_keys(def)) settle(k, v);
@@ -626,7 +630,11 @@ HttpResponse Api::vm_modify(Ctx& c) {
         if (auto refused = admission(r, xml, x, r.value(path("domain.node", {*u})), "Updated VM configuration"))
             return message(400, *refused);
     }
-    if (!client::write_vm_xml(*zk_, *u, name, x.rbd_list(), xml)) return message(500, "Internal Server Error");
+    try {
+        if (!client::write_vm_xml(*zk_, *u, name, x.rbd_list(), xml)) return message(500, "Internal Server Error");
+    } catch (const client::VfInUse& e) {
+        return message(400, std::string("ERROR: ") + e.what());
+    }
     if (c.flag("restart")) {
         auto t0 = Clock::now();
         if (!client::change_vm_state(zk_, *u, "restart", c.stop)) return message(500, "Internal Server Error");
@@ -818,7 +826,11 @@ HttpResponse Api::vm_node_post(Ctx& c) {
         new_last = action == "migrate" ? ((!last.empty() && force) ? last : cur) : "";
     }
     auto t0 = Clock::now();
-    if (!client::relocate_vm(zk_, u, ts, target, new_last, c.stop)) return message(500, "Internal Server Error");
+    try {
+        if (!client::relocate_vm(zk_, u, ts, target, new_last, c.stop)) return message(500, "Internal Server Error");
+    } catch (const client::VfInUse& e) {
+        return message(400, std::string("ERROR: ") + e.what());
+    }
     figures_.vm_action(action, std::chrono::duration<double>(Clock::now() - t0).count());
     bool wait = c.flag("wait");
     if (wait)
