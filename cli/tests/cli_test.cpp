@@ -551,6 +551,53 @@ TEST_F(PvcCli, RemoveStopsThenDeletesTheSubtree) {
     expect_refused({"vm", "remove", "web1", "--yes"}, 1, "web1");
 }
 
+// ---------------------------------------------------------------- SR-IOV
+
+// network.md §9.5 through the command line: the client library's VF
+// bookkeeping on define, refusal, move and remove.
+TEST_F(PvcCli, SriovVfIsClaimedRefusedMovedAndReleased) {
+    for (const auto& n : {"hv1", "hv2"}) {
+        std::string vf = std::string("/nodes/") + n + "/sriov/vf/ens1f0v0";
+        set(vf, "");
+        set(vf + "/phy_mac", "00:00:00:00:00:00");
+        set(vf + "/mac", "00:00:00:00:00:00");
+        set(vf + "/used", "False");
+        set(vf + "/used_by", "");
+    }
+    auto with_vf = [](const std::string& name, const std::string& uuid, const std::string& mac) {
+        std::string x = domain_xml(name, uuid);
+        std::string bridge = "<interface type='bridge'><mac address='52:54:00:12:34:56'/><source bridge='vmbr100'/>"
+                             "<model type='virtio'/></interface>";
+        x.replace(x.find(bridge), bridge.size(),
+                  "<interface type='direct'><mac address='" + mac + "'/><source dev='ens1f0v0' mode='passthrough'/></interface>");
+        return x;
+    };
+    auto r = pvc({"vm", "define", write_file("sr1.xml", with_vf("sr1", kUuid, "52:54:00:aa:00:01")), "--node", "hv1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    json t = dump();
+    EXPECT_EQ(value(t, "/nodes/hv1/sriov/vf/ens1f0v0/used"), "True");
+    EXPECT_EQ(value(t, "/nodes/hv1/sriov/vf/ens1f0v0/used_by"), kUuid);
+    EXPECT_EQ(value(t, "/nodes/hv1/sriov/vf/ens1f0v0/mac"), "52:54:00:aa:00:01");
+    // The VM's keys and the VF's in one transaction.
+    EXPECT_EQ(t[P(kUuid, "xml")]["mzxid"], t["/nodes/hv1/sriov/vf/ens1f0v0/used"]["mzxid"]);
+
+    const std::string other = "0c7d3a52-1111-4a3b-9c2d-1e0f2a3b4c5d";
+    expect_refused({"vm", "define", write_file("sr2.xml", with_vf("sr2", other, "52:54:00:aa:00:02")), "--node", "hv1"}, 1,
+                   "SR-IOV network \"ens1f0v0\" which is already used by VM \"sr1\"");
+
+    ASSERT_EQ(pvc({"vm", "move", "sr1", "--node", "hv2"}).status, 0);
+    t = dump();
+    EXPECT_EQ(value(t, "/nodes/hv1/sriov/vf/ens1f0v0/used"), "False");
+    EXPECT_EQ(value(t, "/nodes/hv1/sriov/vf/ens1f0v0/used_by"), "");
+    EXPECT_EQ(value(t, "/nodes/hv2/sriov/vf/ens1f0v0/used_by"), kUuid);
+
+    ASSERT_EQ(pvc({"vm", "remove", "sr1", "--yes"}).status, 0);
+    t = dump();
+    EXPECT_EQ(value(t, "/nodes/hv2/sriov/vf/ens1f0v0/used"), "False");
+    EXPECT_EQ(value(t, "/nodes/hv2/sriov/vf/ens1f0v0/used_by"), "");
+    EXPECT_EQ(value(t, "/nodes/hv2/sriov/vf/ens1f0v0/mac"), "00:00:00:00:00:00");
+}
+
 // ---------------------------------------------------------------- nodes
 
 TEST_F(PvcCli, FlushWaitFollowsUntilFlushed) {

@@ -319,6 +319,58 @@ TEST_F(ApiRoutes, ModifyReplacesTheXmlAndKeepsTheName) {
     EXPECT_EQ(key("domain.name", {U1}), "web1");
 }
 
+// network.md §9.5 through the API: the client library's VF bookkeeping on
+// define (hostdev: shutdown migration), refusal, modify, move and delete.
+TEST_F(ApiRoutes, SriovVfIsClaimedRefusedReleasedAndMoved) {
+    for (const std::string n : {"hv1", "hv2"}) {
+        session->ensure_path(path("node.sriov.vf", {n}));
+        ASSERT_TRUE(session->write({{path("sriov_vf.phy", {n, "ens1f0v0"}), ""},
+                                    {path("sriov_vf.mac", {n, "ens1f0v0"}), "00:00:00:00:00:00"},
+                                    {path("sriov_vf.phy_mac", {n, "ens1f0v0"}), "00:00:00:00:00:00"},
+                                    {path("sriov_vf.used", {n, "ens1f0v0"}), "False"},
+                                    {path("sriov_vf.used_by", {n, "ens1f0v0"}), ""}}));
+    }
+    auto vf = [&](const std::string& n, const std::string& k) { return key("sriov_vf." + k, {n, "ens1f0v0"}); };
+    auto with_vf = [](const std::string& name, const std::string& uuid, const std::string& mac) {
+        return vm_xml(name, uuid, 512, 1,
+                      "    <interface type='hostdev' managed='yes'><mac address='" + mac +
+                          "'/><source><address type='pci' domain='0x0000' bus='0x3b' slot='0x02' function='0x0'/></source>"
+                          "<sriov_device>ens1f0v0</sriov_device></interface>\n");
+    };
+    auto r = post("/vm?node=hv1", form({{"xml", with_vf("web1", U1, "52:54:00:bb:00:01")}, {"migration_method", "live"}}));
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(vf("hv1", "used"), "True");
+    EXPECT_EQ(vf("hv1", "used_by"), U1);
+    EXPECT_EQ(vf("hv1", "mac"), "52:54:00:bb:00:01");
+    EXPECT_EQ(key("domain.meta.migrate_method", {U1}), "shutdown");  // hostdev VMs cannot live-migrate
+
+    auto refused = post("/vm?node=hv1", form({{"xml", with_vf("web2", U2, "52:54:00:bb:00:02")}}));
+    EXPECT_EQ(refused.status, 400u);
+    EXPECT_EQ(refused.json()["message"],
+              "ERROR: Attempted to use SR-IOV network \"ens1f0v0\" which is already used by VM \"web1\" on node \"hv1\".");
+    EXPECT_FALSE(session->exists(path("domain.name", {U2})));
+
+    // The NIC removed by a modify: the VF is free again, its MAC back to phy_mac.
+    auto m = call("PUT", "/vm/web1", form({{"xml", vm_xml("web1", U1)}}));
+    ASSERT_EQ(m.status, 200u) << m.body;
+    EXPECT_EQ(vf("hv1", "used"), "False");
+    EXPECT_EQ(vf("hv1", "used_by"), "");
+    EXPECT_EQ(vf("hv1", "mac"), "00:00:00:00:00:00");
+
+    ASSERT_EQ(post("/vm?node=hv1", form({{"xml", with_vf("web2", U2, "52:54:00:bb:00:02")}})).status, 200u);
+    EXPECT_EQ(vf("hv1", "used_by"), U2);
+    auto mv = post("/vm/web2/node?action=move&node=hv2");
+    EXPECT_EQ(mv.json()["message"], "Permanently migrating VM 'web2' to node 'hv2'.");
+    EXPECT_EQ(vf("hv1", "used"), "False");
+    EXPECT_EQ(vf("hv2", "used_by"), U2);
+    EXPECT_EQ(vf("hv2", "mac"), "52:54:00:bb:00:02");
+
+    EXPECT_EQ(call("DELETE", "/vm/web2").json()["message"], "Undefined VM 'web2' from the cluster.");
+    EXPECT_EQ(vf("hv2", "used"), "False");
+    EXPECT_EQ(vf("hv2", "used_by"), "");
+    EXPECT_EQ(vf("hv2", "mac"), "00:00:00:00:00:00");
+}
+
 TEST_F(ApiRoutes, ConsoleLogAndDeleteRemoveTheTree) {
     ASSERT_EQ(define("web1", U1).status, 200u);
     session->write(path("domain.console.log", {U1}), "a\nb\nc");
