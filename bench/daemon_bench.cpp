@@ -19,7 +19,8 @@
 //      ZooKeeper with 1,000 VMs defined: per daemon start->run, RSS and CPU
 //      per tick; ZooKeeper's own CPU, watches, znodes, outstanding requests.
 //      PVC_BENCH_Z_VMS=spread: 100 VMs per daemon, running on its test driver,
-//      instead of all 1,000 owned by a node that is not running (the default)
+//      instead of all 1,000 owned by a node that is not running (the default);
+//      PVC_BENCH_Z_NODES=N (1-10): N daemons instead of ten (spread: 100 VMs each)
 //   r  the same as t on a real libvirtd: PVC_BENCH_LIBVIRT_URI=qemu+tcp://...
 //   o  the old bench's settings (debug on, a pass per tick, a ZooKeeper write
 //      per log line) for comparison
@@ -427,9 +428,11 @@ long long mntr_value(const std::string& mntr, const std::string& key) {
 }
 
 void measure_ten(int ticks) {
-    constexpr int nodes = 10, vms = 1000;
     const char* mode = std::getenv("PVC_BENCH_Z_VMS");
     bool spread = mode && std::string(mode) == "spread";
+    const char* count = std::getenv("PVC_BENCH_Z_NODES");
+    const int nodes = count ? std::clamp(std::atoi(count), 1, 10) : 10;
+    const int vms = spread ? 100 * nodes : 1000;
     Scenario sc{.label = "ten daemons", .vms = -1};
     pvc::test::ZkServer server;
     int zk_pid = zookeeper_pid();

@@ -73,10 +73,10 @@ std::optional<std::filesystem::path> console_log_file(const std::filesystem::pat
     return dir / (std::string(name) + ".log");
 }
 
-ConsoleLog::ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::string uuid,
-                       std::filesystem::path file, int lines)
+ConsoleLog::ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::shared_ptr<InotifyHub> hub,
+                       std::string uuid, std::filesystem::path file, int lines)
     : zk_(std::move(zk)), ex_(ex), strand_(strand), uuid_(std::move(uuid)), file_(std::move(file)), lines_(lines),
-      timer_(strand), inotify_(strand) {}
+      hub_(std::move(hub)), timer_(strand) {}
 
 namespace {
 constexpr auto kDebounce = std::chrono::milliseconds(500);   // the reference's poll period
@@ -99,12 +99,8 @@ void ConsoleLog::start() {
     if (file_.empty() || started_.exchange(true)) return;
     auto self = shared_from_this();
     boost::asio::post(strand_, [self] {
-        int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (fd >= 0) {
-            self->inotify_.assign(fd);
-            self->watch();
-            self->wait_events();
-        }
+        if (!self->started_) return;
+        self->watch();
         self->schedule(std::chrono::milliseconds(0));  // first upload at once
     });
 }
@@ -114,40 +110,37 @@ void ConsoleLog::stop(bool final_upload) {
     auto self = shared_from_this();
     boost::asio::post(strand_, [self] {
         self->timer_.cancel();
-        boost::system::error_code ec;
-        self->inotify_.close(ec);
+        self->timer_armed_ = false;
+        self->unwatch();
     });
     if (final_upload) upload();
 }
 
 void ConsoleLog::watch() {
-    if (!inotify_.is_open()) return;
-    watch_descriptor_ = ::inotify_add_watch(inotify_.native_handle(), file_.c_str(),
-                                            IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF);
-}
-
-void ConsoleLog::wait_events() {
-    auto self = shared_from_this();
-    inotify_.async_wait(boost::asio::posix::stream_descriptor::wait_read, [self](const boost::system::error_code& ec) {
-        if (ec || !self->started_) return;
-        alignas(inotify_event) char buf[4096];
-        bool gone = false;
-        ssize_t n;
-        while ((n = ::read(self->inotify_.native_handle(), buf, sizeof buf)) > 0) {
-            for (char* p = buf; p < buf + n;) {
-                auto* ev = reinterpret_cast<inotify_event*>(p);
-                if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) gone = true;
-                p += sizeof(inotify_event) + ev->len;
-            }
-        }
-        if (gone) self->watch_descriptor_ = -1;  // re-armed by the next (fallback) tick
-        self->schedule(kDebounce);
-        self->wait_events();
+    if (!hub_ || watch_id_ >= 0 || !started_) return;
+    std::weak_ptr<ConsoleLog> weak = shared_from_this();
+    watch_id_ = hub_->add(file_, IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF,
+                          [weak, strand = strand_](uint32_t mask) {
+        if (auto self = weak.lock()) boost::asio::post(strand, [self, mask] { self->on_event(mask); });
     });
 }
 
-// One upload `after` from now unless one is already pending; then the next
-// fallback poll.
+void ConsoleLog::unwatch() {
+    if (watch_id_ < 0) return;
+    if (hub_) hub_->remove(watch_id_);
+    watch_id_ = -1;
+}
+
+void ConsoleLog::on_event(uint32_t mask) {
+    if (!started_) return;
+    // Deleted or moved away: the watch is over (re-armed by the next poll,
+    // when the file exists again).
+    if (mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) unwatch();
+    schedule(kDebounce);
+}
+
+// One upload `after` from now unless one is already pending. While the file
+// is watched nothing else is scheduled: the next change wakes us.
 void ConsoleLog::schedule(std::chrono::milliseconds after) {
     if (!started_) return;
     if (timer_armed_) {
@@ -161,12 +154,13 @@ void ConsoleLog::schedule(std::chrono::milliseconds after) {
         if (ec == boost::asio::error::operation_aborted) return;
         self->timer_armed_ = false;
         if (!self->started_) return;
-        if (self->watch_descriptor_ < 0) self->watch();
+        self->watch();
         self->tick();
+        if (self->watch_id_ >= 0) return;
         // An unwatchable file polls at the reference's pace only while its
         // directory exists (QEMU is about to create it); otherwise slowly.
         std::error_code fs_ec;
-        bool soon = self->watch_descriptor_ < 0 && std::filesystem::is_directory(self->file_.parent_path(), fs_ec);
+        bool soon = std::filesystem::is_directory(self->file_.parent_path(), fs_ec);
         self->schedule(soon ? std::chrono::milliseconds(kDebounce) : std::chrono::milliseconds(kFallbackPoll));
     });
 }

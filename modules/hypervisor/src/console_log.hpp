@@ -1,7 +1,9 @@
 // Serial console log of one VM copied into /domains/<uuid>/consolelog
 // (hypervisor.md §16): the last N lines of <console_log_directory>/<name>.log,
-// uploaded 0.5 s after the file changes (inotify), so idle VMs cost nothing;
-// a slow poll covers a file that cannot be watched.
+// uploaded 0.5 s after the file changes (inotify, through the module's one
+// InotifyHub), so idle VMs cost nothing: no timer runs while the file is
+// watched. A poll covers a file that cannot be watched (0.5 s while its
+// directory exists, else 10 s).
 #pragma once
 
 #include <atomic>
@@ -12,9 +14,9 @@
 #include <string>
 #include <string_view>
 
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "inotify_hub.hpp"
 #include "pvc/module.hpp"
 
 namespace pvc::hv {
@@ -30,8 +32,9 @@ std::optional<std::filesystem::path> console_log_file(const std::filesystem::pat
 
 class ConsoleLog : public std::enable_shared_from_this<ConsoleLog> {
 public:
-    ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::string uuid,
-               std::filesystem::path file, int lines);
+    // `hub` may be null (no inotify): the file is polled.
+    ConsoleLog(std::shared_ptr<zk::Session> zk, Executor& ex, Strand strand, std::shared_ptr<InotifyHub> hub,
+               std::string uuid, std::filesystem::path file, int lines);
     // Creates the file (mode 0600) if missing, never through a symbolic link.
     // Blocking (file system only).
     void prepare();
@@ -43,8 +46,9 @@ public:
 
 private:
     void schedule(std::chrono::milliseconds after);
-    void watch();        // (re)arms the inotify watch on the file
-    void wait_events();
+    void watch();     // (re)arms the inotify watch on the file (strand)
+    void unwatch();   // strand
+    void on_event(uint32_t mask);  // strand
     void tick();
     void upload();
 
@@ -54,9 +58,9 @@ private:
     std::string uuid_;
     std::filesystem::path file_;
     int lines_;
+    std::shared_ptr<InotifyHub> hub_;
     boost::asio::steady_timer timer_;
-    boost::asio::posix::stream_descriptor inotify_;
-    int watch_descriptor_ = -1;
+    int watch_id_ = -1;                 // strand only; the hub's subscription
     bool timer_armed_ = false;          // strand only
     std::atomic<bool> started_{false};
     std::atomic<bool> in_flight_{false};

@@ -64,7 +64,7 @@ void Domain::ensure_console(const std::string& name) {
         }
         file = *safe;
     }
-    console_ = std::make_shared<ConsoleLog>(sh_.zk, sh_.ex, strand_, uuid_, file, sh_.config.console_log_lines);
+    console_ = std::make_shared<ConsoleLog>(sh_.zk, sh_.ex, strand_, sh_.inotify, uuid_, file, sh_.config.console_log_lines);
     console_->prepare();
 }
 

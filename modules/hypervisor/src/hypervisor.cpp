@@ -1,6 +1,8 @@
 #include "hypervisor.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <set>
 
@@ -35,7 +37,9 @@ Hypervisor::Hypervisor(NodeContext& ctx, Options options)
         on_libvirt_event(uuid, event);
     });
     shared_.reset(new Shared{ctx.config, settings_, log_, ctx.zk, ctx.executor, ctx.config.node, *lv_, *rbd_,
-                             stopper_, procedures_, migrations_, running_, flush_wake_, {}});
+                             stopper_, procedures_, migrations_, running_, flush_wake_,
+                             InotifyHub::create(ctx.executor.make_strand()), {}});
+    if (!shared_->inotify) log_.warn("No inotify instance ({}): console logs are polled", std::strerror(errno));
 }
 
 Hypervisor::~Hypervisor() {
@@ -114,6 +118,7 @@ void Hypervisor::stop() {
         if (d->cached().node == shared_->me) d->stop_console();
         d->detach();
     }
+    if (shared_->inotify) shared_->inotify->close();
     log_.info("Hypervisor stopped");
 }
 

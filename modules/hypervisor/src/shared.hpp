@@ -14,6 +14,7 @@
 #include <vector>
 
 
+#include "inotify_hub.hpp"
 #include "libvirt.hpp"
 #include "pvc/module.hpp"
 #include "rbd_locks.hpp"
@@ -144,6 +145,8 @@ struct Shared {
     RunningList& running;
     // Notified whenever a domain's state watch delivers (the flush waits on it).
     Wakeup& state_changes;
+    // The console logs' one inotify instance (null: they poll).
+    std::shared_ptr<InotifyHub> inotify;
 
     // A read that never throws; a ZooKeeper error is Read::error(), not absent.
     Read get(const std::string& path, zk::Stat* stat = nullptr) const;

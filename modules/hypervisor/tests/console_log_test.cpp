@@ -1,6 +1,16 @@
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include "console_log.hpp"
+#include "inotify_hub.hpp"
 #include "hv_fixture.hpp"
 #include "migration.hpp"
 
@@ -36,6 +46,91 @@ TEST(Migration, UrisFromTheTemplate) {
 }  // namespace pvc::hv
 
 namespace pvc::hv::test {
+
+// The inotify instances of this process (each is an fd on "anon_inode:inotify").
+int inotify_instances() {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        if (std::filesystem::read_symlink(e.path(), ec).string() == "anon_inode:inotify") ++n;
+    }
+    return n;
+}
+
+struct HubTest : ::testing::Test {
+    boost::asio::io_context io;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+    std::thread runner{[this] { io.run(); }};
+    pvc::test::TempDir dir{"inotify-hub"};
+    std::shared_ptr<InotifyHub> hub = InotifyHub::create(boost::asio::make_strand(io));
+    ~HubTest() override {
+        if (hub) hub->close();
+        work.reset();
+        io.stop();
+        runner.join();
+    }
+    std::filesystem::path file(int i) {
+        auto f = dir.path() / ("vm" + std::to_string(i) + ".log");
+        std::ofstream(f, std::ios::app).flush();
+        return f;
+    }
+};
+
+// More files than the kernel's default of 128 inotify instances per user:
+// one instance serves them all, each event reaching only its own subscriber.
+TEST_F(HubTest, OneInstanceServesManyFilesEachToItsOwnSubscriber) {
+    ASSERT_TRUE(hub);
+    int before = inotify_instances();
+    constexpr int files = 300;
+    std::vector<std::atomic<int>> seen(files);
+    for (int i = 0; i < files; ++i)
+        ASSERT_GT(hub->add(file(i), IN_MODIFY, [&seen, i](uint32_t mask) {
+            if (mask & IN_MODIFY) ++seen[static_cast<size_t>(i)];
+        }), 0);
+    EXPECT_EQ(inotify_instances(), before);
+    EXPECT_EQ(hub->subscriptions(), static_cast<size_t>(files));
+    std::ofstream(file(150), std::ios::app) << "booting\n";
+    std::ofstream(file(299), std::ios::app) << "login: ";
+    ASSERT_TRUE(eventually([&] { return seen[150] > 0 && seen[299] > 0; }, 5s));
+    std::this_thread::sleep_for(100ms);  // anything misdelivered has arrived by now
+    for (int i = 0; i < files; ++i) {
+        if (i == 150 || i == 299) continue;
+        EXPECT_EQ(seen[static_cast<size_t>(i)], 0) << i;
+    }
+}
+
+TEST_F(HubTest, ARemovedSubscriptionHearsNothingWhileAnotherOfTheSameFileStillHears) {
+    ASSERT_TRUE(hub);
+    std::atomic<int> a{0}, b{0};
+    int ida = hub->add(file(1), IN_MODIFY, [&](uint32_t) { ++a; });
+    int idb = hub->add(file(1), IN_MODIFY, [&](uint32_t) { ++b; });
+    ASSERT_GT(ida, 0);
+    ASSERT_GT(idb, 0);
+    hub->remove(ida);
+    std::ofstream(file(1), std::ios::app) << "x";
+    ASSERT_TRUE(eventually([&] { return b > 0; }, 5s));
+    EXPECT_EQ(a, 0);
+    hub->remove(idb);
+    EXPECT_EQ(hub->subscriptions(), 0u);
+    int before = b;
+    std::ofstream(file(1), std::ios::app) << "y";
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(b, before);
+}
+
+TEST_F(HubTest, ADeletedFileEndsItsSubscription) {
+    ASSERT_TRUE(hub);
+    std::atomic<bool> gone{false};
+    ASSERT_GT(hub->add(file(7), IN_MODIFY | IN_DELETE_SELF, [&](uint32_t mask) {
+        if (mask & IN_IGNORED) gone = true;
+    }), 0);
+    std::filesystem::remove(file(7));
+    ASSERT_TRUE(eventually([&] { return gone.load(); }, 5s));
+    EXPECT_TRUE(eventually([&] { return hub->subscriptions() == 0; }, 5s));
+    EXPECT_EQ(hub->add(dir.path() / "absent.log", IN_MODIFY, [](uint32_t) {}), -1);
+    hub->close();
+    EXPECT_EQ(hub->add(file(8), IN_MODIFY, [](uint32_t) {}), -1);
+}
 
 // The XML memory of a VM not running here counts in memprov in libvirt's
 // units, as `pvc vm list` shows it: a <memory> without unit is KiB (the

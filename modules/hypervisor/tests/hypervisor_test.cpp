@@ -219,6 +219,23 @@ TEST_F(OneNode, ConsoleLogIsUploaded) {
     EXPECT_TRUE(eventually([&] { return get("domain.console.log", u) == "booting\nlogin: "; }, 5s));
 }
 
+// A log file deleted and written anew (rotation) is watched again: its new
+// content is uploaded.
+TEST_F(OneNode, ConsoleLogReplacedByANewFileIsStillUploaded) {
+    auto u = uuid_n(922);
+    define(u, "vm22", "hv1", "start");
+    ASSERT_TRUE(eventually([&] { return running(u); }));
+    auto file = n1->config.console_log_directory / "vm22.log";
+    std::ofstream(file, std::ios::app) << "first boot\n";
+    ASSERT_TRUE(eventually([&] { return get("domain.console.log", u) == "first boot\n"; }, 5s));
+    std::filesystem::remove(file);
+    std::this_thread::sleep_for(100ms);
+    std::ofstream(file, std::ios::app) << "second boot\n";
+    EXPECT_TRUE(eventually([&] { return get("domain.console.log", u) == "second boot\n"; }, 5s));
+    std::ofstream(file, std::ios::app) << "login: ";
+    EXPECT_TRUE(eventually([&] { return get("domain.console.log", u) == "second boot\nlogin: "; }, 5s));
+}
+
 TEST_F(OneNode, DeletedDomainIsDroppedAndItsKeysAreNotRecreated) {
     auto u = uuid_n(20);
     define(u, "vm20", "hv1", "start");
