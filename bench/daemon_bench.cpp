@@ -444,9 +444,9 @@ void measure_ten(int ticks) {
     else
         define_vms(*zk, "hv11", vms, 100000);
     double define_s = std::chrono::duration<double>(Clock::now() - d0).count();
-    std::cout << fmt::format("ten daemons (hv1..hv10, coordinators hv1-hv3, hypervisor on the test driver, the shipped "
+    std::cout << fmt::format("{} daemons (hv1..hv{}, coordinators hv1-hv3, hypervisor on the test driver, the shipped "
                              "logging) against one ZooKeeper;\n{} VMs defined in {:.1f} s, {}\n",
-                             vms, define_s,
+                             nodes, nodes, vms, define_s,
                              spread ? "100 per daemon, running on its test driver"
                                     : "all owned by hv11 (no daemon): every daemon sees 1,000 VMs of another node")
               << std::flush;
@@ -539,7 +539,7 @@ void measure_ten(int ticks) {
                                  n.to_run_ms, cpu, wall, rss, n.p1.pss_kib / 1024.0, n.p1.threads, seen);
     }
     std::cout << fmt::format("max start->run {:.0f} ms; CPU/tick mean {:.3f} ms, max {:.3f} ms; RSS max {:.1f} MiB, "
-                             "all ten {:.1f} MiB\n",
+                             "all {:.1f} MiB\n",
                              max_run, sum_cpu / nodes, max_cpu, max_rss, sum_rss);
     double zk_cpu = z1.cpu_ms - z0.cpu_ms;
     std::cout << fmt::format("ZooKeeper (JVM pid {}): CPU {:.0f} ms over {:.1f} s = {:.1f} ms/s ({:.1f}% of a core), "
