@@ -119,8 +119,9 @@ void read_intervals(Reader& r, const At& at, Intervals& out) {
         const char* key;
         long long min;
     };
+    // The core's; fence_intervals and suicide_intervals are the fencing module's.
     static const Spec specs[] = {{"vm_shutdown_timeout", 1}, {"keepalive_interval", 1}, {"monitoring_interval", 1},
-                                 {"plugin_timeout", 1},      {"fence_intervals", 1},    {"suicide_intervals", 0}};
+                                 {"plugin_timeout", 1}};
     for (const auto& s : specs) {
         At v = r.child(at, s.key);
         if (auto n = r.integer(v, s.min, INT_MAX)) out.values.emplace(s.key, std::make_pair(*n, v));
@@ -364,24 +365,18 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
     interval("vm_shutdown_timeout", c.vm_shutdown_timeout);
     interval("keepalive_interval", c.keepalive_interval);
     interval("plugin_timeout", c.plugin_timeout);
-    interval("fence_intervals", c.fence_intervals);
-    interval("suicide_intervals", c.suicide_intervals);
     if (auto it = intervals.find("monitoring_interval"); it != intervals.end())
         c.monitoring_interval = static_cast<int>(it->second);
 
-    // pvc.system.fencing
+    // pvc.system.fencing: the core reads this node's own BMC (Config::ipmi_*);
+    // actions, ipmi.timeout, saving_throws and suicide_command are the fencing
+    // module's (its Module::configure reports their problems into this list).
     if (have_fencing) {
-        At actions = r.child(fencing, "actions");
-        if (r.section(actions, "")) {
-            r.read_string(r.child(actions, "successful_fence"), c.successful_fence);
-            r.read_string(r.child(actions, "failed_fence"), c.failed_fence);
-        }
         At ipmi = r.child(fencing, "ipmi");
         if (r.section(ipmi, "")) {
             r.read_string(r.child(ipmi, "host"), c.ipmi_hostname);
             r.read_string(r.child(ipmi, "user"), c.ipmi_username);
             r.read_string(r.child(ipmi, "pass"), c.ipmi_password);
-            r.read_int(r.child(ipmi, "timeout"), c.ipmi_timeout, 1, 600);
             At args = r.child(ipmi, "ipmitool_args");
             if (args.has_value() && !args.is_sequence()) {
                 r.problem(args, "expected a list of ipmitool arguments, e.g. [\"-C\", \"3\"]");
@@ -395,8 +390,6 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
                 }
             }
         }
-        r.read_string(r.child(fencing, "suicide_command"), c.suicide_command);
-        r.read_int(r.child(fencing, "saving_throws"), c.saving_throws, 0, 1000);
     }
     if (c.ipmi_hostname.empty())
         c.ipmi_hostname = host.domain.empty() ? host.hostname + "-lom" : host.hostname + "-lom." + host.domain;

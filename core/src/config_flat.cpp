@@ -16,13 +16,19 @@ namespace pvc {
 // nothing, as on a reference node, instead of running on None values.
 // Keys of our own (libvirt_uri, plugin_timeout, ...) are not in it: no legacy
 // plugin can know them.
+//
+// A module's keys come from the module (Module::flat_keys, read by its own
+// configure): the fencing module gives the reference's fence_intervals,
+// suicide_intervals, successful_fence and failed_fence, so the dictionary is
+// the reference's whole on every node that has it installed (an `always`
+// module); on a node without it they are absent, as keys of a function the
+// node does not have.
 
 namespace {
 
 using nlohmann::json;
 
 json opt(const auto& v) { return v ? json(*v) : json(nullptr); }
-json str_or_null(const std::string& v) { return v.empty() ? json(nullptr) : json(v); }
 json path_or_null(const std::filesystem::path& p) { return p.empty() ? json(nullptr) : json(p.string()); }
 json sub(const std::filesystem::path& p, const char* leaf) {
     return p.empty() ? json(nullptr) : json(p.string() + "/" + leaf);
@@ -52,11 +58,9 @@ void general_keys(const Config& c, json& j) {
     j["keepalive_interval"] = c.keepalive_interval;
     // Passes follow the keepalive unless spaced further apart.
     j["monitoring_interval"] = c.monitoring_interval.value_or(c.keepalive_interval);
-    j["fence_intervals"] = c.fence_intervals;
-    j["suicide_intervals"] = c.suicide_intervals;
+    // fence_intervals, suicide_intervals, successful_fence and failed_fence
+    // are the fencing module's keys: its Module::flat_keys adds them.
 
-    j["successful_fence"] = str_or_null(c.successful_fence);
-    j["failed_fence"] = str_or_null(c.failed_fence);
     j["ipmi_hostname"] = c.ipmi_hostname;
     j["ipmi_username"] = c.ipmi_username;
     j["ipmi_password"] = c.ipmi_password;

@@ -141,7 +141,11 @@ zk.stop()
     EXPECT_EQ(kv["activeschema"], "10");
     EXPECT_EQ(kv["latestschema"], "10");
     EXPECT_EQ(kv["pvcversion"], PVC_PROJECT_VERSION);
+    // This node's BMC, registered by the core at every start whether or not a
+    // fencing module is installed (none is here): the peers fence it with them.
     EXPECT_EQ(kv["ipmiusername"], "admin");
+    EXPECT_EQ(kv["ipmipassword"], "s3cr3tpass");
+    EXPECT_NE(kv["ipmihostname"].find("-lom"), std::string::npos) << kv["ipmihostname"];  // host: "" → the default
     // staticdata: CPU count, kernel release, OS, machine.
     std::istringstream sd(kv["staticdata"]);
     std::vector<std::string> fields{std::istream_iterator<std::string>(sd), {}};

@@ -167,11 +167,10 @@ TEST(ConfigSample, ParsesForPvchv1) {
     EXPECT_EQ(c.keepalive_interval, 5);
     EXPECT_EQ(c.monitoring_interval, 60);
     EXPECT_EQ(c.plugin_timeout, 30);
-    EXPECT_EQ(c.fence_intervals, 6);
-    EXPECT_EQ(c.suicide_intervals, 0);
-    EXPECT_EQ(c.successful_fence, "migrate");
-    EXPECT_EQ(c.failed_fence, "None");  // a string, as PyYAML reads it
+    // The fence actions and intervals are the fencing module's
+    // (modules/fencing/tests/config_test.cpp); this node's BMC is the core's.
     EXPECT_EQ(c.ipmi_hostname, "pvchv1-lom.example.com");
+    EXPECT_EQ(c.ipmi_username, "admin");
     EXPECT_EQ(c.dns_database.port, 5432);
     EXPECT_EQ(c.metadata_database.name, "pvcapi");
     EXPECT_EQ(c.bridge_dev, "ens4");
@@ -342,13 +341,10 @@ TEST(ConfigTypes, MapWhereStringWanted) {
 
 TEST(ConfigTypes, RangeChecks) {
     std::string text = replace(sample_text(), "keepalive_interval: 5", "keepalive_interval: 0");
-    text = replace(text, "fence_intervals: 6", "fence_intervals: -1");
     text = replace(text, "port: 5432\n        # name: Database name\n        name: pvcdns",
                    "port: 99999\n        # name: Database name\n        name: pvcdns");
     auto problems = problems_of(text);
     expect_problem(problems, "pvc.system.fencing.intervals.keepalive_interval", line_of(text, "keepalive_interval: 0"),
-                   "at least 1");
-    expect_problem(problems, "pvc.system.fencing.intervals.fence_intervals", line_of(text, "fence_intervals: -1"),
                    "at least 1");
     expect_problem(problems, "pvc.coordinator.dns.database.port", line_of(text, "port: 99999"), "between 1 and 65535");
 }
@@ -452,7 +448,6 @@ TEST(ConfigIntervals, AcceptedUnderSystem) {
                                                             "      suicide_intervals: 4\n      plugin_timeout: 7");
     auto c = pvc::parse_config(text, "t", host());
     EXPECT_EQ(c.keepalive_interval, 2);
-    EXPECT_EQ(c.suicide_intervals, 4);
     EXPECT_EQ(c.plugin_timeout, 7);
 }
 
@@ -474,7 +469,6 @@ TEST(ConfigIntervals, ConsistentValuesInBothPlacesAccepted) {
     text = replace(text, "suicide_intervals: 0", "suicide_intervals: 3");
     auto c = pvc::parse_config(text, "t", host());
     EXPECT_EQ(c.keepalive_interval, 5);
-    EXPECT_EQ(c.suicide_intervals, 3);
     EXPECT_EQ(c.vm_shutdown_timeout, 180);  // only under fencing: taken from there
 }
 
@@ -504,14 +498,10 @@ TEST(ConfigDefaults, MinimalConfig) {
     EXPECT_EQ(c.keepalive_interval, 5);
     EXPECT_FALSE(c.monitoring_interval.has_value());
     EXPECT_EQ(c.plugin_timeout, 30);
-    EXPECT_EQ(c.fence_intervals, 6);
-    EXPECT_EQ(c.suicide_intervals, 0);
-    EXPECT_EQ(c.successful_fence, "");
-    EXPECT_EQ(c.failed_fence, "");
     EXPECT_EQ(c.ipmi_hostname, "pvchv2-lom.example.com");
     EXPECT_EQ(c.ipmi_username, "null");
     EXPECT_EQ(c.ipmi_password, "null");
-    EXPECT_EQ(c.suicide_command, "systemctl reboot --force --force");
+    EXPECT_TRUE(c.ipmitool_args.empty());
     EXPECT_EQ(c.migration_target_selector, "mem");
     EXPECT_EQ(c.plugin_directory, "/usr/share/pvc/plugins");
     EXPECT_TRUE(c.module_directory.empty());
@@ -523,13 +513,30 @@ TEST(ConfigDefaults, MinimalConfig) {
 }
 
 // The hypervisor block is its module's (hypervisor settings_test).
-TEST(ConfigOurs, SuicideCommandAndModuleDirectory) {
-    std::string text = replace(minimal, "      ipmi: {}", "      ipmi: {}\n      suicide_command: \"/bin/true\"");
-    text = replace(text, "        log_directory: /var/log/pvc",
-                   "        log_directory: /var/log/pvc\n        module_directory: /opt/mods");
-    auto c = pvc::parse_config(text, "t", host());
-    EXPECT_EQ(c.suicide_command, "/bin/true");
-    EXPECT_EQ(c.module_directory, "/opt/mods");
+TEST(ConfigOurs, ModuleDirectory) {
+    std::string text = replace(minimal, "        log_directory: /var/log/pvc",
+                               "        log_directory: /var/log/pvc\n        module_directory: /opt/mods");
+    EXPECT_EQ(pvc::parse_config(text, "t", host()).module_directory, "/opt/mods");
+}
+
+// This node's BMC is the core's: it registers it, checks it at start (with
+// the extra ipmitool arguments) and gives it to legacy plugins.
+TEST(ConfigOurs, IpmitoolArgsAreAListOfStrings) {
+    std::string text = replace(minimal, "      ipmi: {}", "      ipmi: {ipmitool_args: [\"-C\", \"3\"]}");
+    EXPECT_EQ(pvc::parse_config(text, "t", host()).ipmitool_args, (std::vector<std::string>{"-C", "3"}));
+    text = replace(minimal, "      ipmi: {}", "      ipmi: {ipmitool_args: \"-C 3\"}");
+    expect_problem(problems_of(text), "pvc.system.fencing.ipmi.ipmitool_args", line_of(text, "ipmitool_args"),
+                   "expected a list of ipmitool arguments");
+}
+
+// The fencing module's keys are not the core's: a bad value there is its
+// module's to report (modules/fencing/tests/config_test.cpp), the core's
+// reading accepts the file.
+TEST(ConfigOurs, TheFencingModulesKeysAreNotReadByTheCore) {
+    std::string text = replace(minimal, "      ipmi: {}",
+                               "      ipmi: {timeout: 0}\n      saving_throws: -1\n      suicide_command: [1]");
+    text = replace(text, "    intervals: {}", "    intervals: {fence_intervals: 0, suicide_intervals: x}");
+    EXPECT_NO_THROW(pvc::parse_config(text, "t", host()));
 }
 
 TEST(ConfigProblems, SeveralReportedAtOnceInLineOrder) {
@@ -598,10 +605,6 @@ TEST(ConfigFlat, ReferenceNamesAndNaturalTypes) {
     EXPECT_EQ(j["vm_shutdown_timeout"], 180);
     EXPECT_EQ(j["keepalive_interval"], 5);
     EXPECT_EQ(j["monitoring_interval"], 60);
-    EXPECT_EQ(j["fence_intervals"], 6);
-    EXPECT_EQ(j["suicide_intervals"], 0);
-    EXPECT_EQ(j["successful_fence"], "migrate");
-    EXPECT_EQ(j["failed_fence"], "None");
     EXPECT_EQ(j["ipmi_hostname"], "pvchv1-lom.example.com");
     EXPECT_EQ(j["ipmi_username"], "admin");
     EXPECT_EQ(j["ipmi_password"], "Passw0rd");
@@ -635,8 +638,6 @@ TEST(ConfigFlat, ReferenceNamesAndNaturalTypes) {
 TEST(ConfigFlat, AbsentValuesAreNull) {
     auto c = pvc::parse_config(minimal, "t", host());
     auto j = c.flat();
-    EXPECT_TRUE(j["successful_fence"].is_null());
-    EXPECT_TRUE(j["failed_fence"].is_null());
     EXPECT_TRUE(j["console_log_directory"].is_null());
     EXPECT_EQ(j["monitoring_interval"], 5);  // a pass per keepalive
     EXPECT_EQ(j["ipmi_username"], "null");
@@ -659,6 +660,17 @@ const std::set<std::string> kGeneralKeys = {
     "vm_shutdown_timeout", "keepalive_interval", "monitoring_interval", "fence_intervals", "suicide_intervals",
     "successful_fence", "failed_fence", "ipmi_hostname", "ipmi_username", "ipmi_password",
     "migration_target_selector", "static_data", "pvcnoded_version"};
+// Of those, the fencing module's (its Module::flat_keys adds them; the whole
+// dictionary with the module: modules/fencing/tests/config_test.cpp).
+const std::set<std::string> kFencingModuleKeys = {"fence_intervals", "suicide_intervals", "successful_fence",
+                                                  "failed_fence"};
+// The general keys the core itself gives.
+std::set<std::string> core_general_keys() {
+    std::set<std::string> out;
+    for (const auto& k : kGeneralKeys)
+        if (!kFencingModuleKeys.count(k)) out.insert(k);
+    return out;
+}
 const std::set<std::string> kNetworkingKeys = {
     "cluster_domain", "cluster_network", "cluster_floating_ip", "cluster_dev", "cluster_mtu", "cluster_dev_ip",
     "storage_domain", "storage_network", "storage_floating_ip", "storage_dev", "storage_mtu", "storage_dev_ip",
@@ -676,7 +688,8 @@ std::set<std::string> keys_of(const nlohmann::json& j) {
 }
 
 // A key of a disabled function is absent (a legacy plugin reading it fails
-// its run, as on a reference node), never None; and no key of our own.
+// its run, as on a reference node), never None; and no key of our own. The
+// core gives all but the fencing module's keys, which its flat_keys adds.
 TEST(ConfigFlat, KeysAreExactlyTheReferencesForTheNodesFunctions) {
     for (bool networking : {false, true}) {
         for (bool storage : {false, true}) {
@@ -686,7 +699,7 @@ TEST(ConfigFlat, KeysAreExactlyTheReferencesForTheNodesFunctions) {
                 if (!storage) text = replace(text, "enable_storage: True", "enable_storage: False");
                 if (!hypervisor) text = replace(text, "enable_hypervisor: True", "enable_hypervisor: False");
                 auto j = pvc::parse_config(text, "t", host()).flat();
-                std::set<std::string> expected = kGeneralKeys;
+                std::set<std::string> expected = core_general_keys();
                 if (networking) expected.insert(kNetworkingKeys.begin(), kNetworkingKeys.end());
                 if (storage) expected.insert(kStorageKeys.begin(), kStorageKeys.end());
                 EXPECT_EQ(keys_of(j), expected)
@@ -697,7 +710,17 @@ TEST(ConfigFlat, KeysAreExactlyTheReferencesForTheNodesFunctions) {
         }
     }
     // The minimal file (every function off): general keys only.
-    EXPECT_EQ(keys_of(pvc::parse_config(minimal, "t", host()).flat()), kGeneralKeys);
+    EXPECT_EQ(keys_of(pvc::parse_config(minimal, "t", host()).flat()), core_general_keys());
+}
+
+// The loaded modules' keys (Config::module_keys, from Module::flat_keys) are
+// part of the dictionary: with the fencing module's, it is the reference's.
+TEST(ConfigFlat, TheModulesKeysAreAdded) {
+    auto c = pvc::parse_config(minimal, "t", host());
+    for (const auto& k : kFencingModuleKeys) c.module_keys[k] = "from the module";
+    auto j = c.flat();
+    EXPECT_EQ(keys_of(j), kGeneralKeys);
+    EXPECT_EQ(j["successful_fence"], "from the module");
 }
 
 TEST(ConfigFlat, NodeIdIsTextOrTheIntegerZero) {

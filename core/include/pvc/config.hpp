@@ -87,27 +87,27 @@ struct Config {
     NetworkRole upstream, cluster, storage;
     DatabaseConfig dns_database, metadata_database;
 
-    // pvc.system.intervals
+    // pvc.system.intervals (also accepted under pvc.system.fencing.intervals).
+    // fence_intervals and suicide_intervals are the fencing module's
+    // (Module::configure; it adds them to the flat dictionary).
     int vm_shutdown_timeout = 60;
     int keepalive_interval = 5;
     std::optional<int> monitoring_interval;  // unset: a pass per keepalive
     int plugin_timeout = 30;
-    int fence_intervals = 6;
-    int suicide_intervals = 0;
 
-    // pvc.system.fencing
-    std::string successful_fence;  // "migrate" or anything else (= none)
-    std::string failed_fence;
+    // pvc.system.fencing.ipmi: this node's own BMC. The core's: it shows the
+    // host in the banner, registers the three in ZooKeeper at every start
+    // (node-lifecycle.md §2 step 12, with or without the fencing module: the
+    // peers fence this node with them), checks the BMC (step 14, with the
+    // extra ipmitool arguments) and gives them to legacy plugins (the `ipmi`
+    // plugin). The rest of pvc.system.fencing (actions, ipmi.timeout,
+    // saving_throws, suicide_command) is the fencing module's.
     std::string ipmi_hostname;
     std::string ipmi_username = "null";
     std::string ipmi_password = "null";
-    // Command run to reset this node when self-fencing (tests replace it).
-    std::string suicide_command = "systemctl reboot --force --force";
-    // Ours (modules/fencing/README.md): saving throws before a fence (the
-    // reference's fixed 6), extra ipmitool arguments, seconds per ipmitool call.
-    int saving_throws = 6;
+    // Ours (modules/fencing/README.md): extra arguments of every ipmitool call
+    // this node makes, its own check and, in the fencing module, its fences.
     std::vector<std::string> ipmitool_args;
-    int ipmi_timeout = 15;
 
     // pvc.system.migration
     std::string migration_target_selector = "mem";

@@ -2,35 +2,40 @@
 
 namespace pvc::fencing {
 
-FenceSettings settings_from(const Config& cfg) {
+FenceSettings settings_from(const Config& cfg, const Settings& own) {
     FenceSettings s;
     s.interval = std::chrono::seconds(cfg.keepalive_interval);
-    s.saving_throws = cfg.saving_throws;
-    s.migrate_on_success = cfg.successful_fence == "migrate";
-    s.migrate_on_failure = cfg.failed_fence == "migrate";
-    s.suicide_intervals = cfg.suicide_intervals;
+    s.saving_throws = own.saving_throws;
+    s.migrate_on_success = own.successful_fence == "migrate";
+    s.migrate_on_failure = own.failed_fence == "migrate";
+    s.suicide_intervals = own.suicide_intervals;
     for (const auto& c : cfg.coordinators) s.coordinators.push_back(c.substr(0, c.find(':')));
     // Long enough for a slow BMC to act on `off`; polled, so a fast one ends it early.
     s.confirm_window = std::max<std::chrono::milliseconds>(std::chrono::seconds(10),
-                                                           std::chrono::seconds(2 * cfg.ipmi_timeout));
+                                                           std::chrono::seconds(2 * own.ipmi_timeout));
     return s;
+}
+
+void FencingModule::configure(const Config& config, ConfigProblems& problems) {
+    settings_ = Settings::read(config, problems);
 }
 
 void FencingModule::start(NodeContext& ctx) {
     const Config& cfg = ctx.config;
-    ipmi_ = std::make_unique<Ipmitool>(cfg.ipmitool_args, std::chrono::seconds(cfg.ipmi_timeout));
+    const Settings& own = settings_;
+    ipmi_ = std::make_unique<Ipmitool>(cfg.ipmitool_args, std::chrono::seconds(own.ipmi_timeout));
     locks_ = std::make_unique<RegistryRbdLockBreaker>(ctx.services, ctx.logger);
     if (cfg.daemon_mode == "coordinator") {
-        fencer_ = std::make_unique<Fencer>(ctx.zk, *ipmi_, *locks_, ctx.logger, settings_from(cfg),
-                                           cfg.fence_intervals);
+        fencer_ = std::make_unique<Fencer>(ctx.zk, *ipmi_, *locks_, ctx.logger, settings_from(cfg, own),
+                                           own.fence_intervals);
         fencer_->start();
         ctx.logger.info("This coordinator fences dead nodes: dead after {} s without a keepalive, {} saving throws",
-                        cfg.keepalive_interval * cfg.fence_intervals, cfg.saving_throws);
+                        cfg.keepalive_interval * own.fence_intervals, own.saving_throws);
     }
-    if (cfg.suicide_intervals > 0) {
+    if (own.suicide_intervals > 0) {
         self_fence_ = std::make_unique<SelfFence>(ctx.zk, ctx.logger, cfg.node,
                                                   std::chrono::seconds(cfg.keepalive_interval),
-                                                  cfg.suicide_intervals, cfg.suicide_command);
+                                                  own.suicide_intervals, own.suicide_command);
         self_fence_->start();
     }
     {

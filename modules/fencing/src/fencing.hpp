@@ -11,15 +11,20 @@
 #include "pvc/module.hpp"
 #include "rbd_lock_breaker.hpp"
 #include "self_fence.hpp"
+#include "settings.hpp"
 
 namespace pvc::fencing {
 
-// The fencing settings of a node's configuration.
-FenceSettings settings_from(const Config& cfg);
+// A fence job's settings: the core's keys (keepalive interval, coordinators)
+// and the module's own.
+FenceSettings settings_from(const Config& cfg, const Settings& own);
 
 class FencingModule final : public Module {
 public:
     std::string_view name() const override { return "fencing"; }
+    // Reads the module's keys (Settings); start() runs with what it read.
+    void configure(const Config& config, ConfigProblems& problems) override;
+    void flat_keys(nlohmann::json& j) const override { settings_.flat_keys(j); }
     void start(NodeContext& ctx) override;
     void stop() override;
 
@@ -31,6 +36,7 @@ private:
         Fencer* fencer = nullptr;
         SelfFence* self_fence = nullptr;
     };
+    Settings settings_;
     std::shared_ptr<Target> target_ = std::make_shared<Target>();
     Subscription tick_sub_, state_sub_;
     std::unique_ptr<Ipmi> ipmi_;

@@ -1,11 +1,15 @@
-// The fencing keys of pvcnoded.yaml (modules/fencing/README.md "Configuration").
+// The fencing keys of pvcnoded.yaml (modules/fencing/README.md "Configuration"):
+// read and validated by the module's configure, into the core's problem list.
+#include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "fencing.hpp"
 #include "pvc/config.hpp"
+#include "settings.hpp"
 
 namespace {
 
@@ -49,56 +53,189 @@ pvc::HostIdentity host() {
     return pvc::HostIdentity::from_hostname("pvchv1.example.com");
 }
 
-std::vector<pvc::ConfigProblem> problems(const std::string& text) {
-    try {
-        pvc::parse_config(text, "t", host());
-    } catch (const pvc::ConfigError& e) {
-        return e.problems;
-    }
-    return {};
+// What the daemon does: the core's keys, then the module's, into one list.
+struct Read {
+    pvc::Config config;
+    pvc::fencing::Settings settings;
+    std::vector<pvc::ConfigProblem> problems;
+};
+
+Read read(const std::string& text) {
+    pvc::ConfigProblems problems;
+    Read r;
+    r.config = pvc::read_config(pvc::parse_config_tree(text, "t"), problems, host());
+    r.settings = pvc::fencing::Settings::read(r.config, problems);
+    r.problems = problems.sorted();
+    return r;
+}
+
+int line_of(const std::string& text, const std::string& needle) {
+    auto pos = text.find(needle);
+    EXPECT_NE(pos, std::string::npos) << needle;
+    return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+    auto pos = text.find(from);
+    EXPECT_NE(pos, std::string::npos) << from;
+    if (pos != std::string::npos) text.replace(pos, from.size(), to);
+    return text;
+}
+
+std::string dump(const std::vector<pvc::ConfigProblem>& problems) {
+    std::string out;
+    for (const auto& p : problems) out += p.to_string("t") + "\n";
+    return out;
+}
+
+std::set<std::string> keys_of(const nlohmann::json& j) {
+    std::set<std::string> out;
+    for (const auto& [k, v] : j.items()) out.insert(k);
+    return out;
+}
+
+std::string sample_text() {
+    std::ifstream in(std::string(PVC_TEST_SOURCE_DIR) + "/etc/pvcnoded.sample.yaml");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace
 
 TEST(FencingConfig, DefaultsAreTheReferences) {
-    auto c = pvc::parse_config(with(""), "t", host());
-    EXPECT_EQ(c.saving_throws, 6);
-    EXPECT_TRUE(c.ipmitool_args.empty());
-    EXPECT_EQ(c.ipmi_timeout, 15);
-    auto s = pvc::fencing::settings_from(c);
+    auto r = read(with(""));
+    ASSERT_TRUE(r.problems.empty()) << dump(r.problems);
+    EXPECT_EQ(r.settings.saving_throws, 6);
+    EXPECT_EQ(r.settings.ipmi_timeout, 15);
+    EXPECT_EQ(r.settings.suicide_command, "systemctl reboot --force --force");
+    EXPECT_EQ(r.settings.fence_intervals, 3);
+    EXPECT_EQ(r.settings.suicide_intervals, 4);
+    EXPECT_EQ(r.settings.successful_fence, "migrate");
+    EXPECT_EQ(r.settings.failed_fence, "None");  // a string, as PyYAML reads it: no action
+    EXPECT_TRUE(r.config.ipmitool_args.empty());
+    auto s = pvc::fencing::settings_from(r.config, r.settings);
     EXPECT_EQ(s.interval, std::chrono::seconds(2));
+    EXPECT_EQ(s.saving_throws, 6);
     EXPECT_TRUE(s.migrate_on_success);
     EXPECT_FALSE(s.migrate_on_failure);
     EXPECT_EQ(s.suicide_intervals, 4);
     EXPECT_EQ(s.coordinators, (std::vector<std::string>{"pvchv1", "pvchv2"}));
+
+    // Nothing written: the reference's defaults.
+    std::string bare = replace(with(""), "      fence_intervals: 3\n      suicide_intervals: 4\n", "");
+    bare = replace(bare, "        successful_fence: migrate\n        failed_fence: None\n", "");
+    r = read(bare);
+    ASSERT_TRUE(r.problems.empty()) << dump(r.problems);
+    EXPECT_EQ(r.settings.fence_intervals, 6);
+    EXPECT_EQ(r.settings.suicide_intervals, 0);
+    EXPECT_EQ(r.settings.successful_fence, "");
+    EXPECT_EQ(r.settings.failed_fence, "");
 }
 
 TEST(FencingConfig, OurKeysAreRead) {
-    auto c = pvc::parse_config(with("      saving_throws: 0\n"), "t", host());
-    EXPECT_EQ(c.saving_throws, 0);
-    std::string text = with("");
-    text.replace(text.find("        pass: x\n"), 16,
-                 "        pass: x\n        timeout: 3\n        ipmitool_args: [\"-C\", \"3\"]\n");
-    c = pvc::parse_config(text, "t", host());
-    EXPECT_EQ(c.ipmi_timeout, 3);
-    EXPECT_EQ(c.ipmitool_args, (std::vector<std::string>{"-C", "3"}));
+    auto r = read(with("      saving_throws: 0\n      suicide_command: \"/bin/true\"\n"));
+    ASSERT_TRUE(r.problems.empty()) << dump(r.problems);
+    EXPECT_EQ(r.settings.saving_throws, 0);
+    EXPECT_EQ(r.settings.suicide_command, "/bin/true");
+    std::string text = replace(with(""), "        pass: x\n",
+                               "        pass: x\n        timeout: 3\n        ipmitool_args: [\"-C\", \"3\"]\n");
+    r = read(text);
+    ASSERT_TRUE(r.problems.empty()) << dump(r.problems);
+    EXPECT_EQ(r.settings.ipmi_timeout, 3);
+    // The extra arguments are the core's (its own IPMI check uses them too).
+    EXPECT_EQ(r.config.ipmitool_args, (std::vector<std::string>{"-C", "3"}));
 }
 
-TEST(FencingConfig, BadValuesAreReportedWithTheirPath) {
-    auto p = problems(with("      saving_throws: -1\n"));
-    ASSERT_EQ(p.size(), 1u);
-    EXPECT_EQ(p[0].path, "pvc.system.fencing.saving_throws");
-    std::string text = with("");
-    text.replace(text.find("        pass: x\n"), 16, "        pass: x\n        timeout: 0\n        ipmitool_args: \"-C 3\"\n");
-    p = problems(text);
-    ASSERT_EQ(p.size(), 2u);
-    EXPECT_EQ(p[0].path, "pvc.system.fencing.ipmi.timeout");
-    EXPECT_EQ(p[1].path, "pvc.system.fencing.ipmi.ipmitool_args");
+// Every problem at once, the module's with the core's, each with its path and line.
+TEST(FencingConfig, BadValuesAreReportedWithTheirPathAndLine) {
+    std::string text = with("      saving_throws: -1\n      suicide_command: [reboot]\n");
+    text = replace(text, "        pass: x\n", "        pass: x\n        timeout: 0\n        ipmitool_args: \"-C 3\"\n");
+    text = replace(text, "      fence_intervals: 3\n      suicide_intervals: 4\n",
+                   "      fence_intervals: 0\n      suicide_intervals: often\n");
+    auto r = read(text);
+    ASSERT_EQ(r.problems.size(), 6u) << dump(r.problems);
+    auto expect = [&](std::size_t i, const char* path, const std::string& line_text, const char* message) {
+        EXPECT_EQ(r.problems[i].path, path) << dump(r.problems);
+        EXPECT_EQ(r.problems[i].line, line_of(text, line_text)) << path;
+        EXPECT_NE(r.problems[i].message.find(message), std::string::npos) << r.problems[i].message;
+    };
+    expect(0, "pvc.system.intervals.fence_intervals", "fence_intervals: 0", "at least 1");
+    expect(1, "pvc.system.intervals.suicide_intervals", "suicide_intervals: often", "integer");
+    expect(2, "pvc.system.fencing.ipmi.timeout", "timeout: 0", "between 1 and 600");
+    expect(3, "pvc.system.fencing.ipmi.ipmitool_args", "ipmitool_args", "list of ipmitool arguments");  // the core's
+    expect(4, "pvc.system.fencing.saving_throws", "saving_throws: -1", "between 0 and 1000");
+    expect(5, "pvc.system.fencing.suicide_command", "suicide_command", "expected a string");
+}
+
+TEST(FencingConfig, IntervalsInBothPlacesMustAgree) {
+    std::string agree = with("      intervals:\n        fence_intervals: 3\n");
+    auto r = read(agree);
+    EXPECT_TRUE(r.problems.empty()) << dump(r.problems);
+    EXPECT_EQ(r.settings.fence_intervals, 3);
+
+    // Only under pvc.system.fencing (the seed's sample): taken from there.
+    std::string only = replace(with("      intervals:\n        suicide_intervals: 2\n"), "      suicide_intervals: 4\n", "");
+    r = read(only);
+    EXPECT_TRUE(r.problems.empty()) << dump(r.problems);
+    EXPECT_EQ(r.settings.suicide_intervals, 2);
+
+    std::string differ = with("      intervals:\n        fence_intervals: 5\n");
+    r = read(differ);
+    ASSERT_EQ(r.problems.size(), 1u) << dump(r.problems);
+    EXPECT_EQ(r.problems[0].path, "pvc.system.fencing.intervals.fence_intervals");
+    EXPECT_EQ(r.problems[0].line, line_of(differ, "fence_intervals: 5"));
+    EXPECT_NE(r.problems[0].message.find("pvc.system.intervals.fence_intervals = 3 (line " +
+                                         std::to_string(line_of(differ, "fence_intervals: 3")) + ")"),
+              std::string::npos)
+        << r.problems[0].message;
+}
+
+TEST(FencingConfig, TheActionsSectionIsRequired) {
+    std::string text = replace(with(""), "      actions:\n        successful_fence: migrate\n        failed_fence: None\n", "");
+    auto r = read(text);
+    ASSERT_EQ(r.problems.size(), 1u) << dump(r.problems);
+    EXPECT_EQ(r.problems[0].path, "pvc.system.fencing.actions");
+    EXPECT_NE(r.problems[0].message.find("required section is missing"), std::string::npos);
+}
+
+// The reference's flat dictionary has fence_intervals, suicide_intervals,
+// successful_fence and failed_fence on every node: the module gives them
+// (the core gives every other key: tests/unit/config_test.cpp).
+TEST(FencingConfig, TheModuleCompletesTheFlatDictionary) {
+    auto sample = read(sample_text());
+    ASSERT_TRUE(sample.problems.empty()) << dump(sample.problems);
+    pvc::fencing::FencingModule module;
+    pvc::ConfigProblems problems;
+    module.configure(sample.config, problems);
+    nlohmann::json keys = nlohmann::json::object();
+    module.flat_keys(keys);
+    const std::set<std::string> fencing_keys = {"fence_intervals", "suicide_intervals", "successful_fence",
+                                                "failed_fence"};
+    EXPECT_EQ(keys_of(keys), fencing_keys);
+    auto core_only = keys_of(sample.config.flat());
+    for (const auto& k : fencing_keys) EXPECT_FALSE(core_only.count(k)) << k << " is the module's";
+    sample.config.module_keys = keys;
+    auto j = sample.config.flat();
+    auto expected = core_only;
+    expected.insert(fencing_keys.begin(), fencing_keys.end());
+    EXPECT_EQ(keys_of(j), expected);
+    // The reference's values and types.
+    EXPECT_EQ(j["fence_intervals"], 6);
+    EXPECT_EQ(j["suicide_intervals"], 0);
+    EXPECT_EQ(j["successful_fence"], "migrate");
+    EXPECT_EQ(j["failed_fence"], "None");
+    EXPECT_EQ(j["ipmi_hostname"], "pvchv1-lom.example.com");
+
+    // Not written: None.
+    nlohmann::json unset = nlohmann::json::object();
+    pvc::fencing::Settings{}.flat_keys(unset);
+    EXPECT_TRUE(unset["successful_fence"].is_null());
+    EXPECT_TRUE(unset["failed_fence"].is_null());
+    EXPECT_EQ(unset["fence_intervals"], 6);
+    EXPECT_EQ(unset["suicide_intervals"], 0);
 }
 
 TEST(FencingConfig, SampleCarriesTheKeys) {
-    std::ifstream in(std::string(PVC_TEST_SOURCE_DIR) + "/etc/pvcnoded.sample.yaml");
-    std::string sample((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string sample = sample_text();
     for (const char* key : {"saving_throws:", "ipmitool_args:", " timeout:"})
         EXPECT_NE(sample.find(key), std::string::npos) << key;
 }

@@ -1,0 +1,73 @@
+// Tier 2: `pvcnoded --check-config` with the built fencing module reports a bad
+// fencing key (the module's, read by its configure) with the core's problems,
+// each with its YAML path and line, in line order, exit 78.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "pvc/test/daemon_process.hpp"
+#include "pvc/test/node_config.hpp"
+#include "pvc/test/zk_server.hpp"
+
+namespace {
+
+pvc::test::NodeConfigOptions fencing_node(const std::filesystem::path& base) {
+    pvc::test::NodeConfigOptions o;
+    o.node = "hv1";
+    o.base_dir = base;
+    o.module_dir = std::filesystem::path(PVC_TEST_BUILD_DIR) / "modules";  // the fencing module is `always`
+    return o;
+}
+
+std::string insert_after(std::string text, const std::string& anchor, const std::string& what) {
+    auto pos = text.find(anchor);
+    EXPECT_NE(pos, std::string::npos) << anchor;
+    if (pos != std::string::npos) text.insert(pos + anchor.size(), what);
+    return text;
+}
+
+TEST(FencingModuleConfig, CheckConfigReportsABadFencingKeyWithTheCoresProblems) {
+    pvc::test::TempDir dir("fencecfg");
+    auto o = fencing_node(dir.path());
+    o.keepalive_interval = 0;  // the core's problem
+    auto file = pvc::test::write_node_config(o);
+    // The module's: a negative saving throw count and an ipmitool deadline of 0 s.
+    std::string text = insert_after(pvc::test::slurp(file), "    fencing:\n", "      saving_throws: -1\n");
+    text = insert_after(text, "        pass: s3cr3tpass\n", "        timeout: 0\n");
+    std::ofstream(file) << text;
+    auto line = [&](const std::string& needle) {
+        auto pos = text.find(needle);
+        return 1 + std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n');
+    };
+    auto r = pvc::test::run_command({pvc::test::pvcnoded_binary(), "--check-config", file.string()});
+    EXPECT_EQ(r.status, 78) << r.out << r.err;
+    auto core = r.err.find(fmt::format("{}:{}: pvc.system.intervals.keepalive_interval: must be at least 1",
+                                       file.string(), line("keepalive_interval: 0")));
+    auto throws = r.err.find(fmt::format("{}:{}: pvc.system.fencing.saving_throws: must be between 0 and 1000",
+                                         file.string(), line("saving_throws: -1")));
+    auto timeout = r.err.find(fmt::format("{}:{}: pvc.system.fencing.ipmi.timeout: must be between 1 and 600",
+                                          file.string(), line("timeout: 0")));
+    EXPECT_NE(core, std::string::npos) << r.err;
+    EXPECT_NE(throws, std::string::npos) << r.err;
+    EXPECT_NE(timeout, std::string::npos) << r.err;
+    EXPECT_LT(core, throws) << "problems are listed in line order\n" << r.err;
+    EXPECT_LT(throws, timeout) << "problems are listed in line order\n" << r.err;
+    EXPECT_NE(r.err.find("(3 problems)"), std::string::npos) << r.err;
+    EXPECT_EQ((r.out + r.err).find("s3cr3tpass"), std::string::npos) << "a password was printed";
+}
+
+TEST(FencingModuleConfig, CheckConfigAcceptsValidFencingKeys) {
+    pvc::test::TempDir dir("fencecfg");
+    auto o = fencing_node(dir.path());
+    auto file = pvc::test::write_node_config(o);
+    std::string text = insert_after(pvc::test::slurp(file), "    fencing:\n",
+                                    "      saving_throws: 0\n      suicide_command: \"/bin/true\"\n");
+    text = insert_after(text, "        pass: s3cr3tpass\n", "        timeout: 3\n        ipmitool_args: [\"-C\", \"3\"]\n");
+    std::ofstream(file) << text;
+    auto r = pvc::test::run_command({pvc::test::pvcnoded_binary(), "--check-config", file.string()});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+}  // namespace
