@@ -1,12 +1,18 @@
-// Tier 2: `pvcnoded --check-config` with the built fencing module reports a bad
-// fencing key (the module's, read by its configure) with the core's problems,
-// each with its YAML path and line, in line order, exit 78.
+// Tier 2: the fencing module's own keys through pvcnoded with the built module.
+// `pvcnoded --check-config` reports a bad fencing key (the module's, read by its
+// configure) with the core's problems, each with its YAML path and line, in
+// line order, exit 78; a running daemon gives the module's flat dictionary keys
+// to legacy plugins.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
+#include <fstream>
 
 #include <fmt/format.h>
 
+#include "pvc/cluster.hpp"
+#include "pvc/schema.hpp"
 #include "pvc/test/daemon_process.hpp"
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
@@ -68,6 +74,51 @@ TEST(FencingModuleConfig, CheckConfigAcceptsValidFencingKeys) {
     std::ofstream(file) << text;
     auto r = pvc::test::run_command({pvc::test::pvcnoded_binary(), "--check-config", file.string()});
     EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+// The reference's dictionary has the fencing keys on every node: with the
+// fencing module installed, a legacy plugin reads them from self.config as it
+// does on a reference node (the module gives them through flat_keys).
+TEST(FencingModuleConfig, ALegacyPluginSeesTheFencingKeys) {
+    using namespace std::chrono_literals;
+    pvc::test::ZkServer server;
+    {
+        auto zk = pvc::zk::Session::connect({server.hosts()});
+        pvc::init_cluster(*zk);
+    }
+    pvc::test::TempDir dir("fencecfg");
+    auto o = fencing_node(dir.path());
+    o.coordinators = "[hv1:" + std::to_string(server.port()) + "]";
+    o.plugin_dir = dir.path() / "plugins";
+    std::filesystem::create_directories(o.plugin_dir);
+    std::ofstream(o.plugin_dir / "fencekeys")
+        << "#!/usr/bin/env python3\n"
+        << "from pvcnoded.objects.MonitoringInstance import MonitoringPlugin\n"
+        << "PLUGIN_NAME = \"fencekeys\"\n"
+        << "class MonitoringPluginScript(MonitoringPlugin):\n"
+        << "    def setup(self):\n"
+        << "        pass\n"
+        << "    def run(self, coordinator_state=None):\n"
+        << "        import json\n"
+        << "        c = self.config\n"
+        << "        self.plugin_result.set_message(json.dumps([c['fence_intervals'], c['suicide_intervals'], "
+           "c['successful_fence'], c['failed_fence'], c['ipmi_username']]))\n"
+        << "        return self.plugin_result\n"
+        << "    def cleanup(self):\n"
+        << "        pass\n";
+    auto file = pvc::test::write_node_config(o);
+    pvc::test::DaemonProcess d("hv1", file, o.base_dir / "out.log");
+    auto zk = pvc::zk::Session::connect({server.hosts()});
+    auto message = [&] {
+        return zk->get(pvc::schema::path("monitoring_plugin.message", {"hv1", "fencekeys"})).value_or("");
+    };
+    EXPECT_TRUE(pvc::test::eventually([&] { return !message().empty(); }, 30s))
+        << pvc::test::slurp(o.base_dir / "out.log") << pvc::test::slurp(o.base_dir / "out.log.err");
+    EXPECT_EQ(message(), R"([6, 0, "migrate", "None", "admin"])");
+    auto log = pvc::test::slurp(o.base_dir / "log" / "pvc.log");
+    EXPECT_EQ(log.find("Module fencing is not installed"), std::string::npos) << log;
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.wait(30s), 0);
 }
 
 }  // namespace
