@@ -76,6 +76,39 @@ TEST_F(ZkSession, WriteCreatesAbsentKeysAndSetsPresentOnes) {
     EXPECT_EQ(session_->get(key("bin")), "");
 }
 
+TEST_F(ZkSession, GetManyReadsEveryPathInOrderWithItsStat) {
+    ASSERT_TRUE(session_->write({{key("m1"), "one"}, {key("m2"), ""}}));
+    ASSERT_TRUE(session_->write(key("m1"), "uno"));
+    std::vector<zk::Stat> stats;
+    auto got = session_->get_many({key("m1"), key("absent"), key("m2"), key("m1")}, &stats);
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0], "uno");
+    EXPECT_EQ(got[1], std::nullopt);
+    EXPECT_EQ(got[2], "");
+    EXPECT_EQ(got[3], "uno");
+    ASSERT_EQ(stats.size(), 4u);
+    EXPECT_EQ(stats[0].version, 1);
+    EXPECT_EQ(stats[2].version, 0);
+    EXPECT_EQ(stats[3].version, 1);
+    EXPECT_TRUE(session_->get_many({}).empty());
+    // A large batch answers as the single reads do.
+    std::vector<std::string> many;
+    for (int i = 0; i < 200; ++i) many.push_back(key(i % 2 ? "m1" : "m2"));
+    auto all = session_->get_many(many);
+    ASSERT_EQ(all.size(), many.size());
+    for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], i % 2 ? "uno" : "") << i;
+}
+
+TEST_F(ZkSession, GetManyOnAClosedSessionThrows) {
+    session_->close();
+    try {
+        session_->get_many({key("m1"), key("m2")});
+        FAIL() << "get_many on a closed session succeeded";
+    } catch (const zk::Error& e) {
+        EXPECT_EQ(e.status, zk::Status::closed);
+    }
+}
+
 TEST_F(ZkSession, WriteFailsWholeMultiWhenParentMissing) {
     EXPECT_FALSE(session_->write({{key("x"), "1"}, {key("nope/child"), "2"}}));
     EXPECT_FALSE(session_->exists(key("x")));  // all-or-nothing

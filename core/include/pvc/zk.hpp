@@ -138,6 +138,13 @@ public:
 
     // --- reads (nullopt when absent; throw zk::Error on other failures) ---
     virtual std::optional<std::string> get(const std::string& path, Stat* stat = nullptr) = 0;
+    // Several gets sent at once: one round trip instead of one per path.
+    // ZooKeeper answers a session's requests in order, so a path listed
+    // twice is read again after the paths between (a torn-read check). Each
+    // result as get() gives it; throws zk::Error if any read fails. `stats`,
+    // when given, receives one Stat per path.
+    virtual std::vector<std::optional<std::string>> get_many(const std::vector<std::string>& paths,
+                                                             std::vector<Stat>* stats = nullptr) = 0;
     virtual bool exists(const std::string& path, Stat* stat = nullptr) = 0;
     // Children names, lock contenders removed, sorted.
     virtual std::optional<std::vector<std::string>> children(const std::string& path) = 0;

@@ -66,6 +66,8 @@ public:
     const SessionOptions& options() const override { return opts_; }
 
     std::optional<std::string> get(const std::string& path, Stat* stat) override;
+    std::vector<std::optional<std::string>> get_many(const std::vector<std::string>& paths,
+                                                     std::vector<Stat>* stats) override;
     bool exists(const std::string& path, Stat* stat) override;
     std::optional<std::vector<std::string>> children(const std::string& path) override;
     std::optional<std::vector<std::string>> raw_children(const std::string& path) override;

@@ -178,6 +178,77 @@ std::optional<std::string> SessionImpl::get(const std::string& path, Stat* stat)
     return v;
 }
 
+std::vector<std::optional<std::string>> SessionImpl::get_many(const std::vector<std::string>& paths,
+                                                                std::vector<Stat>* stats) {
+    if (stats) stats->clear();
+    if (paths.empty()) return {};
+    auto deadline = Clock::now() + opts_.op_timeout;
+    for (;;) {
+        int rc = ZOK;
+        auto h = acquire_handle(deadline, rc);
+        if (!h) throw_rc(rc, "get", paths.empty() ? std::string() : paths.front());
+        // All submitted before any is waited for: libzookeeper sends them in
+        // order on the one connection.
+        std::vector<std::shared_ptr<OpState>> sent;
+        sent.reserve(paths.size());
+        int submit_rc = ZOK;
+        for (const auto& p : paths) {
+            auto st = std::make_shared<OpState>();
+            auto* holder = new Holder(st);
+            reads_++;
+            submit_rc = zoo_aget(h->zh, p.c_str(), 0, data_done, holder);
+            if (submit_rc != ZOK) {
+                if (submit_rc == ZBADARGUMENTS || submit_rc == ZINVALIDSTATE) delete holder;
+                break;
+            }
+            requests_++;
+            sent.push_back(std::move(st));
+        }
+        h.reset();
+        // Every completion is waited for (or the deadline), whatever the first
+        // failure: the completions own their states, nothing dangles.
+        int fail_rc = ZOK;
+        size_t fail_at = 0;
+        for (size_t i = 0; i < sent.size(); ++i) {
+            auto& st = sent[i];
+            std::unique_lock l(st->m);
+            while (!st->done && !closed_ && Clock::now() < deadline)
+                st->cv.wait_until(l, std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
+            int r = st->done ? st->rc : (closed_ ? ZCLOSING : ZOPERATIONTIMEOUT);
+            if (r != ZOK && r != ZNONODE && fail_rc == ZOK) {
+                fail_rc = r;
+                fail_at = i;
+            }
+        }
+        if (fail_rc == ZOK && submit_rc != ZOK) {
+            fail_rc = submit_rc;
+            fail_at = sent.size();
+        }
+        if (fail_rc != ZOK) {
+            // Reads are idempotent: retried on the recovered connection, as get() is.
+            if ((fail_rc == ZCONNECTIONLOSS || fail_rc == ZSESSIONEXPIRED || fail_rc == ZINVALIDSTATE) &&
+                !closed_ && Clock::now() < deadline) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                continue;
+            }
+            throw_rc(fail_rc, "get", paths[std::min(fail_at, paths.size() - 1)]);
+        }
+        std::vector<std::optional<std::string>> out;
+        out.reserve(paths.size());
+        if (stats) stats->assign(paths.size(), Stat{});
+        for (size_t i = 0; i < sent.size(); ++i) {
+            std::lock_guard l(sent[i]->m);
+            if (sent[i]->rc == ZNONODE) {
+                out.emplace_back(std::nullopt);
+                continue;
+            }
+            out.emplace_back(std::move(sent[i]->value));
+            if (stats) (*stats)[i] = sent[i]->stat;
+        }
+        return out;
+    }
+}
+
 bool SessionImpl::exists(const std::string& path, Stat* stat) {
     auto st = std::make_shared<OpState>();
     reads_++;

@@ -173,30 +173,27 @@ std::optional<Domain::Snapshot> Domain::read() {
     // `state` is read first and last: a client writes state, node and lastnode
     // in one transaction (state always included), so an unchanged state version
     // means the keys between belong to one moment. A moved version reads again.
+    // All in one round trip: ZooKeeper answers a session's reads in order.
+    const std::vector<std::string> paths{path("domain.state"), path("domain.node"), path("domain.last_node"),
+                                         path("domain.meta.migrate_method"), path("domain.name"),
+                                         path("domain.xml"), path("domain.storage.volumes"), path("domain.state")};
     for (int attempt = 0; attempt < 20 && !sh_.stopper.stopping(); attempt++) {
-        zk::Stat before, after;
-        auto state = sh_.get(path("domain.state"), &before);
-        if (state.failed()) return std::nullopt;
+        std::vector<zk::Stat> stats;
+        auto r = sh_.get_many(paths, &stats);
+        for (const Read& one : r)
+            if (one.failed()) return std::nullopt;
         Snapshot s;
-        if (!state.present()) return s;
-        auto node = sh_.get(path("domain.node"));
-        auto lastnode = sh_.get(path("domain.last_node"));
-        auto method = sh_.get(path("domain.meta.migrate_method"));
-        auto name = sh_.get(path("domain.name"));
-        auto xml = sh_.get(path("domain.xml"));
-        for (const Read* r : {&node, &lastnode, &method, &name, &xml})
-            if (r->failed()) return std::nullopt;
-        auto again = sh_.get(path("domain.state"), &after);
-        if (again.failed()) return std::nullopt;
-        if (!again.present()) return s;
-        if (after.version != before.version) continue;
+        const Read &state = r[0], &again = r[7];
+        if (!state.present() || !again.present()) return s;
+        if (stats[7].version != stats[0].version) continue;
         s.state = again.value_or("");
-        s.node = node.value_or("");
-        s.lastnode = lastnode.value_or("");
-        s.method = method.value_or("none");
-        s.name = name.value_or("");
-        s.xml = xml.value_or("");
-        s.version = after.version;
+        s.node = r[1].value_or("");
+        s.lastnode = r[2].value_or("");
+        s.method = r[3].value_or("none");
+        s.name = r[4].value_or("");
+        s.xml = r[5].value_or("");
+        s.volumes = r[6].value_or("");
+        s.version = stats[7].version;
         return s;
     }
     return std::nullopt;
@@ -296,7 +293,7 @@ void Domain::owner_dispatch(const Snapshot& s, VmState st, bool running) {
         return;
     }
     switch (st) {
-    case VmState::start: start_vm(); break;
+    case VmState::start: start_vm(&s.volumes); break;
     case VmState::migrate:
     case VmState::migrate_live:
     case VmState::unmigrate: receive(); break;
@@ -357,7 +354,7 @@ void Domain::adopt() {
 }
 
 // §9.1
-void Domain::start_vm() {
+void Domain::start_vm(const std::string* volumes_read) {
     if (auto c = console()) c->start();
     if (auto d = sh_.lv.lookup(uuid_)) {
         int st = 0, reason = 0;
@@ -373,9 +370,14 @@ void Domain::start_vm() {
     }
     std::vector<std::string> volumes;
     {
-        auto read_list = sh_.get(path("domain.storage.volumes"));
-        if (read_list.failed()) return retry_later();
-        auto list = read_list.value_or("");
+        std::string list;
+        if (volumes_read) {
+            list = *volumes_read;
+        } else {
+            auto read_list = sh_.get(path("domain.storage.volumes"));
+            if (read_list.failed()) return retry_later();
+            list = read_list.value_or("");
+        }
         size_t start = 0;
         while (true) {
             auto pos = list.find(',', start);
@@ -388,8 +390,8 @@ void Domain::start_vm() {
         set_fail(*reason);
         return;
     }
-    auto state = sh_.get(path("domain.state"));
-    auto xml = sh_.get(path("domain.xml"));
+    auto now = sh_.get_many({path("domain.state"), path("domain.xml")});
+    const Read &state = now[0], &xml = now[1];
     if (state.failed() || xml.failed()) return retry_later();
     if (state.is("fail")) return;
     if (xml.value_or("").empty()) {
@@ -413,7 +415,7 @@ void Domain::restart_vm() {
     auto r = graceful_shutdown(true);
     if (r == ShutdownResult::aborted) return;
     if (!sh_.stopper.sleep(200ms)) return;
-    start_vm();
+    start_vm(nullptr);
     write_state_from({"stop", "restart", "start"}, "start");
 }
 

@@ -66,6 +66,7 @@ private:
     struct Snapshot {
         std::optional<std::string> state;   // nullopt: the VM is being deleted
         std::string node, lastnode, method, name, xml;
+        std::string volumes;    // storage.volumes: the RBD volumes a start locks
         int32_t version = -1;   // of `state`
     };
 
@@ -90,7 +91,8 @@ private:
 
     // Procedures (procedure pool, one at a time per domain).
     void adopt();
-    void start_vm();
+    // `volumes_read`: storage.volumes as the dispatch just read it (null: read it now).
+    void start_vm(const std::string* volumes_read);
     void restart_vm();
     enum class ShutdownResult { off, timed_out, aborted };
     ShutdownResult graceful_shutdown(bool restarting);

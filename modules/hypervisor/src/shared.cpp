@@ -100,6 +100,18 @@ Read Shared::get(const std::string& path, zk::Stat* stat) const {
     }
 }
 
+std::vector<Read> Shared::get_many(const std::vector<std::string>& paths, std::vector<zk::Stat>* stats) const {
+    std::vector<Read> out;
+    out.reserve(paths.size());
+    try {
+        for (auto& v : zk->get_many(paths, stats)) out.push_back(v ? Read::of(std::move(*v)) : Read::absent());
+    } catch (const std::exception& e) {
+        log.debug("read of {} failed: {}", paths.empty() ? std::string() : paths.front(), e.what());
+        out.assign(paths.size(), Read::error());
+    }
+    return out;
+}
+
 bool Shared::write(const std::vector<zk::KeyValue>& kvs) const {
     try {
         if (zk->write(kvs)) return true;

@@ -150,6 +150,9 @@ struct Shared {
 
     // A read that never throws; a ZooKeeper error is Read::error(), not absent.
     Read get(const std::string& path, zk::Stat* stat = nullptr) const;
+    // Several reads in one round trip (zk::Session::get_many): all failed
+    // when ZooKeeper could not answer them all.
+    std::vector<Read> get_many(const std::vector<std::string>& paths, std::vector<zk::Stat>* stats = nullptr) const;
     // The reference write (multi); false on failure (logged).
     bool write(const std::vector<zk::KeyValue>& kvs) const;
     // Sets `key` only if it and the domain root exist (never re-creates keys
