@@ -27,6 +27,8 @@
 #include <ctime>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -182,6 +184,47 @@ void wait_random_phase(const KeyLog& keepalive, const Timing& t, std::mt19937& r
     std::this_thread::sleep_for(std::chrono::milliseconds(ms(rng)));
 }
 
+// With FENCING_BENCH_KEEP_LOGS=<dir>: the run's nodes' directories (their
+// logs) are copied to <dir>/run-<n>, with the watched moments in wall-clock
+// time (timeline.txt) to read beside the fencers' log lines.
+void keep_logs(const fs::path& from, const Watched& w, Clock::time_point cut, std::optional<Clock::time_point> off) {
+    const char* keep = std::getenv("FENCING_BENCH_KEEP_LOGS");
+    if (!keep || !*keep) return;
+    static int n = 0;
+    fs::path to = fs::path(keep) / ("run-" + std::to_string(++n));
+    fs::create_directories(to);
+    std::error_code ec;
+    fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+    const auto steady_now = Clock::now();
+    const auto sys_now = std::chrono::system_clock::now();
+    auto wall = [&](std::optional<Clock::time_point> t) {
+        if (!t) return std::string("-");
+        auto at = sys_now - std::chrono::duration_cast<std::chrono::system_clock::duration>(steady_now - *t);
+        std::time_t tt = std::chrono::system_clock::to_time_t(at);
+        std::tm tm{};
+        localtime_r(&tt, &tm);
+        char b[64];
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count() % 1000;
+        std::snprintf(b, sizeof b, "%02d:%02d:%02d.%03lld", tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(ms));
+        return std::string(b);
+    };
+    std::ofstream t(to / "timeline.txt");
+    t << "last keepalive " << wall(w.keepalive->last_before(cut)) << "\n"
+      << "power cut      " << wall(cut) << "\n"
+      << "dead           " << wall(w.daemonstate->first_value("dead", cut)) << "\n"
+      << "BMC power off  " << wall(off) << "\n"
+      << "fenced         " << wall(w.daemonstate->first_value("fenced", cut)) << "\n";
+    std::optional<Clock::time_point> first, last;
+    for (auto& [u, log] : w.vm_node) {
+        auto at = log->first([](const std::string& v) { return v == "hv1" || v == "hv2"; }, cut);
+        if (!at) continue;
+        first = first ? std::min(*first, *at) : *at;
+        last = last ? std::max(*last, *at) : *at;
+    }
+    t << "first VM start " << wall(first) << "\n"
+      << "last VM start  " << wall(last) << "\n";
+}
+
 // ---------------------------------------------------------------- vms
 
 std::string vm_xml(const std::string& name, const std::string& uuid) {
@@ -307,6 +350,7 @@ Run run_vms(const Scenario& sc, std::mt19937& rng) {
     if (off_at) off = Clock::time_point{Clock::duration{off_at.load()}};
     std::lock_guard g(rm);
     armed = false;
+    keep_logs(dir.path(), w, cut, off);
     return figures(w, cut, off, running_at);
 }
 

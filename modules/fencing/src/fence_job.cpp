@@ -1,6 +1,7 @@
 #include "fence_job.hpp"
 
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -55,7 +56,7 @@ FenceOutcome FenceJob::saving_throws(std::stop_token& stop) {
 }
 
 void FenceJob::mark_fenced() {
-    if (zk_->write(schema::path("node.state.daemon", {node_}), "fenced"))
+    if (set_keys(*zk_, {{schema::path("node.state.daemon", {node_}), "fenced"}}))
         log_.ok("Node {} is fenced", node_);
     else
         log_.error("Could not write daemonstate fenced for {}", node_);
@@ -75,8 +76,8 @@ void FenceJob::demote_router() {
     }
 }
 
-void FenceJob::recover() {
-    recover_node(*zk_, node_, locks_, log_, s_.recovery_parallelism);
+void FenceJob::recover(const std::function<bool()>& before_writes) {
+    recover_node(*zk_, node_, locks_, log_, s_.recovery_parallelism, before_writes);
     times_.recovery_done = Clock::now();
 }
 
@@ -87,12 +88,24 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
     times_.throws_done = Clock::now();
 
     BmcAccess bmc;
-    try {
-        bmc.host = zk_->get(schema::path("node.ipmi.hostname", {node_})).value_or("");
-        bmc.user = zk_->get(schema::path("node.ipmi.username", {node_})).value_or("");
-        bmc.password = zk_->get(schema::path("node.ipmi.password", {node_})).value_or("");
-    } catch (const std::exception& e) {
-        log_.error("Cannot read the IPMI details of {}: {}", node_, e.what());
+    {
+        // The three keys at once: one round trip before the power off, not three.
+        auto keys = read_keys(*zk_,
+                              {schema::path("node.ipmi.hostname", {node_}), schema::path("node.ipmi.username", {node_}),
+                               schema::path("node.ipmi.password", {node_})},
+                              3);
+        for (auto& k : keys) {
+            if (!k.error) continue;
+            try {
+                std::rethrow_exception(k.error);
+            } catch (const std::exception& e) {
+                log_.error("Cannot read the IPMI details of {}: {}", node_, e.what());
+            }
+            break;
+        }
+        bmc.host = keys[0].error ? "" : keys[0].value.value_or("");
+        bmc.user = keys[1].error ? "" : keys[1].value.value_or("");
+        bmc.password = keys[2].error ? "" : keys[2].value.value_or("");
     }
 
     log_.warn("Fencing node {} via IPMI power off (BMC {} as {})", node_, bmc.host, bmc.user);
@@ -101,28 +114,52 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
         log_.error("IPMI power off of {} failed (exit {}): {}", node_, off.exit_status, off.output);
 
     // Confirmation by polling, not a fixed sleep: recovery may begin the
-    // moment the BMC reports the chassis off.
+    // moment the BMC reports the chassis off. The first status goes at once
+    // (most BMCs are off by the time `off` returns), then the pauses grow to
+    // poll_period: a BMC that takes a moment is asked again soon.
     bool confirmed = false;
     IpmiResult status;
     const auto confirm_end = Clock::now() + s_.confirm_window;
-    do {
+    auto pause = std::min<std::chrono::milliseconds>(s_.poll_first_pause, s_.poll_period);
+    for (;;) {
         status = ipmi_.chassis_power(bmc, "status");
         if (status.state == PowerState::off) {
             confirmed = true;
             break;
         }
-    } while (Clock::now() < confirm_end && sleep(stop, s_.poll_period));
+        if (Clock::now() >= confirm_end || !sleep(stop, pause)) break;
+        pause = std::min<std::chrono::milliseconds>(pause * 2, s_.poll_period);
+    }
     if (stop.stop_requested()) return FenceOutcome::stopped;
 
     FenceOutcome outcome;
     if (confirmed) {
         times_.confirmed_off = Clock::now();
         log_.ok("Node {} is confirmed powered off", node_);
-        mark_fenced();
-        demote_router();
-        // Recovery runs while the node is powered on again.
+        // Recovery starts at once: it reads what it needs while `fenced` is
+        // written, and writes nothing before that write is done (spec order).
+        // It then runs while the dead coordinator is demoted and the node
+        // powered on again (neither touches its VMs).
+        std::promise<bool> fenced_written;
+        std::shared_future<bool> fenced = fenced_written.get_future().share();
         std::jthread recovery;
-        if (s_.migrate_on_success) recovery = std::jthread([this] { recover(); });
+        if (s_.migrate_on_success) recovery = std::jthread([this, fenced] {
+            recover([&] {
+                try {
+                    return fenced.get();
+                } catch (const std::exception&) {
+                    return false;
+                }
+            });
+        });
+        try {
+            mark_fenced();
+        } catch (...) {
+            fenced_written.set_exception(std::current_exception());
+            throw;
+        }
+        fenced_written.set_value(true);
+        demote_router();
         IpmiResult on = ipmi_.chassis_power(bmc, "on");
         if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
         return FenceOutcome::fenced;

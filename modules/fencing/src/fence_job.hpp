@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -27,8 +28,9 @@ struct FenceSettings {
     int suicide_intervals = 0;
     std::vector<std::string> coordinators;            // host names, ports stripped
     std::chrono::milliseconds confirm_window{10000};  // how long `status` is polled after `off`
-    std::chrono::milliseconds poll_period{200};
-    unsigned recovery_parallelism = 8;
+    std::chrono::milliseconds poll_period{200};       // the longest pause between two `status` polls
+    std::chrono::milliseconds poll_first_pause{50};   // the first pause, doubled up to poll_period
+    unsigned recovery_parallelism = 16;  // VMs handled at once; also the reads in flight before
 };
 
 enum class FenceOutcome {
@@ -58,7 +60,7 @@ private:
     FenceOutcome saving_throws(std::stop_token& stop);
     void mark_fenced();
     void demote_router();
-    void recover();
+    void recover(const std::function<bool()>& before_writes = {});
 
     std::shared_ptr<zk::Session> zk_;
     Ipmi& ipmi_;

@@ -1,11 +1,17 @@
 // Recovery of a fenced node's VMs (node-lifecycle.md §10.5, storage.md §8.3):
 // `domainstate` fence-flush → every VM freed of its RBD locks and given a
 // target by the core's selector (or stopped with node_autostart) → flushed.
-// VMs are handled in parallel, at most `parallelism` at once.
+// What the choices need (the nodes' figures, every VM's keys) is read first,
+// many keys at once; then the VMs are handled in parallel, at most
+// `parallelism` at once, each with one multi-op.
 #pragma once
 
+#include <exception>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "pvc/log.hpp"
 #include "pvc/zk.hpp"
@@ -19,7 +25,27 @@ struct RecoveryResult {
     int failed = 0;     // left alone (lock or ZooKeeper failure)
 };
 
+// `before_writes`, if given, is called once the keys are read and before
+// anything is written (the fence job writes `fenced` meanwhile); false ends
+// the recovery there, with nothing moved.
 RecoveryResult recover_node(zk::Session& zk, const std::string& dead_node, RbdLockBreaker& locks, const Logger& log,
-                            unsigned parallelism);
+                            unsigned parallelism, const std::function<bool()>& before_writes = {});
+
+// Writes every pair in one multi-op of plain sets (one round trip, for keys
+// that exist); if that fails (a key absent, ZooKeeper trouble), the
+// reference's write (zk::Session::write), which creates what is absent.
+bool set_keys(zk::Session& zk, const std::vector<zk::KeyValue>& kvs);
+
+// One key as read_keys read it: `value` nullopt when the key is absent;
+// `error` set (value meaningless) when the read failed.
+struct KeyRead {
+    std::optional<std::string> value;
+    std::exception_ptr error;
+};
+
+// The values of `paths`, in order, read with up to `in_flight` blocking gets
+// outstanding at once on the one session: ZooKeeper pipelines them on its
+// connection, so n keys cost about n / in_flight round trips instead of n.
+std::vector<KeyRead> read_keys(zk::Session& zk, const std::vector<std::string>& paths, unsigned in_flight);
 
 }  // namespace pvc::fencing
