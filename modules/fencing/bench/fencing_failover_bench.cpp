@@ -131,11 +131,20 @@ struct Watched {
     }
 };
 
+// The node's last keepalive: its last write seen before it was marked dead.
+// A write seen just after the cut was made before it (the node's tick raced
+// the SIGKILL, its notification the bench): counting only writes seen before
+// the cut would put the last keepalive an interval early.
+std::optional<Clock::time_point> last_keepalive(const Watched& w, Clock::time_point cut) {
+    auto dead = w.daemonstate->first_value("dead", cut);
+    return w.keepalive->last_before(dead ? *dead : cut);
+}
+
 Run figures(const Watched& w, Clock::time_point cut, std::optional<Clock::time_point> off_at,
             const std::map<std::string, Clock::time_point>& running_at) {
     Run r;
-    auto last = w.keepalive->last_before(cut);
     auto dead = w.daemonstate->first_value("dead", cut);
+    auto last = last_keepalive(w, cut);
     auto fenced = w.daemonstate->first_value("fenced", cut);
     std::optional<Clock::time_point> assigned = Clock::time_point{};
     for (auto& [u, log] : w.vm_node) {
@@ -209,7 +218,7 @@ void keep_logs(const fs::path& from, const Watched& w, Clock::time_point cut, st
         return std::string(b);
     };
     std::ofstream t(to / "timeline.txt");
-    t << "last keepalive " << wall(w.keepalive->last_before(cut)) << "\n"
+    t << "last keepalive " << wall(last_keepalive(w, cut)) << "\n"
       << "power cut      " << wall(cut) << "\n"
       << "dead           " << wall(w.daemonstate->first_value("dead", cut)) << "\n"
       << "BMC power off  " << wall(off) << "\n"

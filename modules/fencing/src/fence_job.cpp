@@ -76,8 +76,8 @@ void FenceJob::demote_router() {
     }
 }
 
-void FenceJob::recover(const std::function<bool()>& before_writes) {
-    recover_node(*zk_, node_, locks_, log_, s_.recovery_parallelism, before_writes);
+void FenceJob::recover(const std::function<bool()>& before_writes, std::optional<RecoveryReads> reads) {
+    recover_node(*zk_, node_, locks_, log_, s_.recovery_parallelism, before_writes, std::move(reads));
     times_.recovery_done = Clock::now();
 }
 
@@ -112,6 +112,14 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
     IpmiResult off = ipmi_.chassis_power(bmc, "off");
     if (off.exit_status != 0)
         log_.error("IPMI power off of {} failed (exit {}): {}", node_, off.exit_status, off.output);
+    // The BMC took the power off: what the recovery reads is read while its
+    // status is polled (the node no longer writes). Used only if the power
+    // off is confirmed within one keepalive interval, the age of the nodes'
+    // own figures; otherwise the recovery reads afresh.
+    std::future<RecoveryReads> prefetch;
+    if (off.exit_status == 0 && s_.migrate_on_success)
+        prefetch = std::async(std::launch::async,
+                              [this] { return read_for_recovery(*zk_, node_, s_.recovery_parallelism); });
 
     // Confirmation by polling, not a fixed sleep: recovery may begin the
     // moment the BMC reports the chassis off. The first status goes at once
@@ -143,14 +151,24 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
         std::promise<bool> fenced_written;
         std::shared_future<bool> fenced = fenced_written.get_future().share();
         std::jthread recovery;
-        if (s_.migrate_on_success) recovery = std::jthread([this, fenced] {
-            recover([&] {
+        if (s_.migrate_on_success) recovery = std::jthread([this, fenced, &prefetch] {
+            std::optional<RecoveryReads> reads;
+            if (prefetch.valid()) {
                 try {
-                    return fenced.get();
+                    reads = prefetch.get();
                 } catch (const std::exception&) {
-                    return false;
                 }
-            });
+                if (reads && Clock::now() - reads->started > s_.interval) reads.reset();
+            }
+            recover(
+                [&] {
+                    try {
+                        return fenced.get();
+                    } catch (const std::exception&) {
+                        return false;
+                    }
+                },
+                std::move(reads));
         });
         try {
             mark_fenced();

@@ -17,6 +17,7 @@
 #include "pvc/log.hpp"
 #include "pvc/zk.hpp"
 #include "rbd_lock_breaker.hpp"
+#include "recovery.hpp"
 
 namespace pvc::fencing {
 
@@ -60,7 +61,7 @@ private:
     FenceOutcome saving_throws(std::stop_token& stop);
     void mark_fenced();
     void demote_router();
-    void recover(const std::function<bool()>& before_writes = {});
+    void recover(const std::function<bool()>& before_writes = {}, std::optional<RecoveryReads> reads = std::nullopt);
 
     std::shared_ptr<zk::Session> zk_;
     Ipmi& ipmi_;

@@ -160,64 +160,69 @@ std::vector<KeyRead> read_keys(zk::Session& zk, const std::vector<std::string>& 
     return out;
 }
 
-RecoveryResult recover_node(zk::Session& zk, const std::string& dead, RbdLockBreaker& locks, const Logger& log,
-                            unsigned parallelism, const std::function<bool()>& before_writes) {
-    parallelism = std::max(1u, parallelism);
-    RecoveryResult result;
-    // The dead node's VMs and the nodes' names at once.
+RecoveryReads read_for_recovery(zk::Session& zk, const std::string& dead, unsigned parallelism) {
+    RecoveryReads r;
+    r.started = std::chrono::steady_clock::now();
     const std::string nodes_path = schema::path("base.node");
-    std::vector<std::string> uuids;
-    KeyRead names;
+    // The dead node's VMs and the nodes' names at once.
     {
         std::thread children([&] {
             try {
-                auto c = zk.children(nodes_path);
-                if (c) {
+                if (auto c = zk.children(nodes_path)) {
                     std::string joined;
                     for (const auto& n : *c) joined += n + " ";
-                    names.value = joined;
+                    r.node_names.value = joined;
                 }
             } catch (...) {
-                names.error = std::current_exception();
+                r.node_names.error = std::current_exception();
             }
         });
-        std::exception_ptr error;
         try {
-            uuids = words(zk.get(schema::path("node.running_domains", {dead})).value_or(""));
+            r.uuids = words(zk.get(schema::path("node.running_domains", {dead})).value_or(""));
         } catch (...) {
-            error = std::current_exception();
+            r.vms_error = std::current_exception();
         }
         children.join();
-        if (error) {
-            try {
-                std::rethrow_exception(error);
-            } catch (const std::exception& e) {
-                log.error("Cannot read the VMs of dead node {}; none recovered: {}", dead, e.what());
-            }
-            result.failed = 1;
-            return result;
-        }
+        if (r.vms_error) return r;
     }
-    // Everything the choices read, at once: the nodes' figures (what
+    // Then everything the choices read, at once: the nodes' figures (what
     // target::read_nodes reads), the cluster's selector, and each VM's
-    // volumes, limit, selector, node and XML. A key missed here is read
-    // from ZooKeeper when asked, so this list only has to be complete to be fast.
-    ReadSnapshot snapshot(zk);
-    snapshot.add_children(nodes_path, names);
-    std::vector<std::string> paths;
-    if (names.value)
-        for (const auto& n : words(*names.value))
+    // volumes, limit, selector, node and XML. A key missed here is read from
+    // ZooKeeper when asked, so this list only has to be complete to be fast.
+    if (r.node_names.value)
+        for (const auto& n : words(*r.node_names.value))
             for (const char* key : {"node.state.daemon", "node.state.domain", "node.memory.free", "node.memory.used",
                                     "node.memory.provisioned", "node.vcpu.allocated",
                                     "node.count.provisioned_domains", "node.cpu.load"})
-                paths.push_back(schema::path(key, {n}));
-    paths.push_back(schema::path("base.config.migration_target_selector"));
-    for (const auto& uuid : uuids)
+                r.paths.push_back(schema::path(key, {n}));
+    r.paths.push_back(schema::path("base.config.migration_target_selector"));
+    for (const auto& uuid : r.uuids)
         for (const char* key : {"domain.storage.volumes", "domain.meta.node_limit", "domain.meta.node_selector",
                                 "domain.node", "domain.xml"})
-            paths.push_back(schema::path(key, {uuid}));
-    auto reads = read_keys(zk, paths, parallelism);
-    for (std::size_t i = 0; i < paths.size(); ++i) snapshot.add(paths[i], std::move(reads[i]));
+            r.paths.push_back(schema::path(key, {uuid}));
+    r.values = read_keys(zk, r.paths, parallelism);
+    return r;
+}
+
+RecoveryResult recover_node(zk::Session& zk, const std::string& dead, RbdLockBreaker& locks, const Logger& log,
+                            unsigned parallelism, const std::function<bool()>& before_writes,
+                            std::optional<RecoveryReads> reads) {
+    parallelism = std::max(1u, parallelism);
+    RecoveryResult result;
+    if (!reads) reads = read_for_recovery(zk, dead, parallelism);
+    if (reads->vms_error) {
+        try {
+            std::rethrow_exception(reads->vms_error);
+        } catch (const std::exception& e) {
+            log.error("Cannot read the VMs of dead node {}; none recovered: {}", dead, e.what());
+        }
+        result.failed = 1;
+        return result;
+    }
+    const std::vector<std::string>& uuids = reads->uuids;
+    ReadSnapshot snapshot(zk);
+    snapshot.add_children(schema::path("base.node"), reads->node_names);
+    for (std::size_t i = 0; i < reads->paths.size(); ++i) snapshot.add(reads->paths[i], reads->values[i]);
 
     if (before_writes && !before_writes()) {
         log.error("The VMs of {} are not moved: its fence was not recorded", dead);

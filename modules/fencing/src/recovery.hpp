@@ -6,6 +6,7 @@
 // `parallelism` at once, each with one multi-op.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -25,23 +26,39 @@ struct RecoveryResult {
     int failed = 0;     // left alone (lock or ZooKeeper failure)
 };
 
-// `before_writes`, if given, is called once the keys are read and before
-// anything is written (the fence job writes `fenced` meanwhile); false ends
-// the recovery there, with nothing moved.
-RecoveryResult recover_node(zk::Session& zk, const std::string& dead_node, RbdLockBreaker& locks, const Logger& log,
-                            unsigned parallelism, const std::function<bool()>& before_writes = {});
-
-// Writes every pair in one multi-op of plain sets (one round trip, for keys
-// that exist); if that fails (a key absent, ZooKeeper trouble), the
-// reference's write (zk::Session::write), which creates what is absent.
-bool set_keys(zk::Session& zk, const std::vector<zk::KeyValue>& kvs);
-
 // One key as read_keys read it: `value` nullopt when the key is absent;
 // `error` set (value meaningless) when the read failed.
 struct KeyRead {
     std::optional<std::string> value;
     std::exception_ptr error;
 };
+
+// What a recovery reads before it writes anything: the dead node's VMs, the
+// nodes' names and figures, the cluster's selector, each VM's volumes,
+// limit, selector, node and XML.
+struct RecoveryReads {
+    std::chrono::steady_clock::time_point started;
+    std::exception_ptr vms_error;  // runningdomains could not be read
+    std::vector<std::string> uuids;
+    KeyRead node_names;            // joined by spaces
+    std::vector<std::string> paths;
+    std::vector<KeyRead> values;   // of `paths`
+};
+RecoveryReads read_for_recovery(zk::Session& zk, const std::string& dead_node, unsigned parallelism);
+
+// `before_writes`, if given, is called once the keys are read and before
+// anything is written (the fence job writes `fenced` meanwhile); false ends
+// the recovery there, with nothing moved. `reads`: what read_for_recovery
+// read a moment before (the fence job reads while the BMC confirms the
+// power off); without it the keys are read first.
+RecoveryResult recover_node(zk::Session& zk, const std::string& dead_node, RbdLockBreaker& locks, const Logger& log,
+                            unsigned parallelism, const std::function<bool()>& before_writes = {},
+                            std::optional<RecoveryReads> reads = std::nullopt);
+
+// Writes every pair in one multi-op of plain sets (one round trip, for keys
+// that exist); if that fails (a key absent, ZooKeeper trouble), the
+// reference's write (zk::Session::write), which creates what is absent.
+bool set_keys(zk::Session& zk, const std::vector<zk::KeyValue>& kvs);
 
 // The values of `paths`, in order, read with up to `in_flight` blocking gets
 // outstanding at once on the one session: ZooKeeper pipelines them on its
