@@ -297,6 +297,53 @@ TEST_P(RecoverySpread, VmsOfTheDeadNodeAreSpreadOverTheSurvivors) {
 
 INSTANTIATE_TEST_SUITE_P(EverySelector, RecoverySpread, ::testing::Values("mem", "memprov", "load", "vcpus", "vms"));
 
+// A VM is moved with one multi-op of plain sets; a key it lacks (a VM
+// defined before the key existed) makes that fail, and the reference's write
+// then creates it: the VM is moved all the same.
+TEST_F(Fencing, RecoveryCreatesAKeyTheVmLacks) {
+    add_node("hv1", 1);
+    add_node("hv3", 3);
+    add_vm("vm-a", "hv3");
+    add_vm("vm-b", "hv3", "hv3");  // no target: stopped with autostart
+    session->remove_recursive(path("domain.last_node", {"vm-a"}));
+    session->remove_recursive(path("domain.meta.autostart", {"vm-b"}));
+    ASSERT_EQ(get(path("domain.last_node", {"vm-a"})), "<absent>");
+    session->write(path("node.running_domains", {"hv3"}), "vm-a vm-b");
+
+    NoRbdLockBreaker locks(log);
+    auto r = recover_node(*session, "hv3", locks, log, 16);
+    EXPECT_EQ(r.moved, 1);
+    EXPECT_EQ(r.stopped, 1);
+    EXPECT_EQ(r.failed, 0);
+    EXPECT_EQ(get(path("domain.state", {"vm-a"})), "start");
+    EXPECT_EQ(get(path("domain.node", {"vm-a"})), "hv1");
+    EXPECT_EQ(get(path("domain.last_node", {"vm-a"})), "hv3");
+    EXPECT_EQ(get(path("domain.state", {"vm-b"})), "stop");
+    EXPECT_EQ(get(path("domain.meta.autostart", {"vm-b"})), "True");
+    EXPECT_EQ(get(path("node.state.domain", {"hv3"})), "flushed");
+}
+
+// The fence job lets the recovery read while it writes `fenced`; if that
+// write fails the recovery writes nothing at all.
+TEST_F(Fencing, RecoveryWritesNothingWhenTheFenceWasNotRecorded) {
+    add_node("hv1", 1);
+    add_node("hv3", 3);
+    add_vm("vm-a", "hv3");
+    session->write(path("node.running_domains", {"hv3"}), "vm-a");
+
+    NoRbdLockBreaker locks(log);
+    bool asked = false;
+    auto r = recover_node(*session, "hv3", locks, log, 16, [&] {
+        asked = true;
+        return false;
+    });
+    EXPECT_TRUE(asked);
+    EXPECT_EQ(r.moved, 0);
+    EXPECT_EQ(get(path("domain.node", {"vm-a"})), "hv3");
+    EXPECT_EQ(get(path("domain.state", {"vm-a"})), "start");
+    EXPECT_EQ(get(path("node.state.domain", {"hv3"})), "ready");
+}
+
 TEST_F(Fencing, NodeSilentForLessThanTheDeadlineIsNotFenced) {
     add_node("hv1", 1);
     add_node("hv2", 2);
