@@ -74,6 +74,13 @@ public:
         }
         return live_.get(path, stat);
     }
+    std::vector<std::optional<std::string>> get_many(const std::vector<std::string>& paths,
+                                                     std::vector<zk::Stat>* stats = nullptr) override {
+        if (stats) return live_.get_many(paths, stats);
+        std::vector<std::optional<std::string>> out;
+        for (const auto& p : paths) out.push_back(get(p));
+        return out;
+    }
     std::optional<std::vector<std::string>> children(const std::string& path) override {
         if (auto it = children_.find(path); it != children_.end()) {
             if (it->second.error) std::rethrow_exception(it->second.error);
@@ -147,6 +154,14 @@ bool set_keys(zk::Session& zk, const std::vector<zk::KeyValue>& kvs) {
 
 std::vector<KeyRead> read_keys(zk::Session& zk, const std::vector<std::string>& paths, unsigned in_flight) {
     std::vector<KeyRead> out(paths.size());
+    // All in one round trip; if any read fails, each key alone, so that only
+    // the keys that cannot be read carry an error.
+    try {
+        auto values = zk.get_many(paths);
+        for (std::size_t i = 0; i < paths.size() && i < values.size(); ++i) out[i].value = std::move(values[i]);
+        if (values.size() == paths.size()) return out;
+    } catch (const std::exception&) {
+    }
     std::atomic<std::size_t> next{0};
     on_threads(std::min<std::size_t>(std::max(1u, in_flight), std::max<std::size_t>(1, paths.size())), [&] {
         for (std::size_t i = next++; i < paths.size(); i = next++) {

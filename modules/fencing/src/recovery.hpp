@@ -60,9 +60,10 @@ RecoveryResult recover_node(zk::Session& zk, const std::string& dead_node, RbdLo
 // reference's write (zk::Session::write), which creates what is absent.
 bool set_keys(zk::Session& zk, const std::vector<zk::KeyValue>& kvs);
 
-// The values of `paths`, in order, read with up to `in_flight` blocking gets
-// outstanding at once on the one session: ZooKeeper pipelines them on its
-// connection, so n keys cost about n / in_flight round trips instead of n.
+// The values of `paths`, in order: one zk::Session::get_many (every request
+// sent before any answer is awaited: about one round trip for the lot); if
+// that fails, each key alone with up to `in_flight` gets outstanding at
+// once, so that only the keys that cannot be read carry their error.
 std::vector<KeyRead> read_keys(zk::Session& zk, const std::vector<std::string>& paths, unsigned in_flight);
 
 }  // namespace pvc::fencing
