@@ -222,9 +222,38 @@ public:
             std::string zline = dates_ && state != LogState::none ? line : timestamp() + " " + line;
             std::lock_guard g(m_);
             ring_.push(zline);
-            if (!dirty_) first_dirty_ = std::chrono::steady_clock::now();
-            dirty_ = true;
-            cv_.notify_one();
+            // Only the first line after a write wakes the writer (it then
+            // waits for the period on its own); none while a batch is held.
+            if (!dirty_) {
+                first_dirty_ = std::chrono::steady_clock::now();
+                dirty_ = true;
+                if (held_ == 0) cv_.notify_one();
+            }
+        }
+    }
+
+    // A batch of lines (the keepalive's) logged on one thread: they wake no
+    // writer; release() writes the ring at once on that thread when a period
+    // has passed since the last write (so a keepalive costs the writer thread
+    // no wake-up at all), else hands it to the writer.
+    void hold() {
+        std::lock_guard g(m_);
+        ++held_;
+    }
+
+    void release() noexcept {
+        try {
+            std::unique_lock lk(m_);
+            if (held_ > 0) --held_;
+            if (!dirty_ || held_ > 0) return;
+            if (!writer_.joinable() || stop_ || writing_ ||
+                std::chrono::steady_clock::now() < last_write_ + zk_period_) {
+                cv_.notify_one();
+                return;
+            }
+            if (!write_locked(lk)) cv_.notify_one();  // the writer retries
+        } catch (const std::exception&) {
+            // Nothing written: the lines stay in the ring for the writer.
         }
     }
 
@@ -283,49 +312,76 @@ private:
     // At most one write per zk_period_ (issue: a write per line rewrote the
     // whole ring for every line); at shutdown the last lines are written at once.
     // After a quiet spell the first line waits a little (a quarter period, at
-    // most 200 ms) for the lines logged with it (a keepalive logs two, a
-    // health pass one per plugin), so such a burst costs one write, not two.
+    // most 200 ms) for the lines logged with it (a health pass logs one per
+    // plugin), so such a burst costs one write, not two. The keepalive's
+    // lines are a held batch written by release() instead.
     void run_writer() {
-        using clock = std::chrono::steady_clock;
         std::unique_lock lk(m_);
-        clock::time_point last_write{};
         for (;;) {
             cv_.wait(lk, [this] { return dirty_ || stop_; });
-            if (!dirty_ && stop_) return;
-            cv_.wait_until(lk, std::max(last_write + zk_period_, first_dirty_ + gather_),
-                           [this] { return stop_; });
-            std::string value = ring_.value();
-            dirty_ = false;
-            lk.unlock();
-            bool ok = write_ring(value);
-            lk.lock();
-            last_write = clock::now();
+            if (!dirty_ && stop_ && !writing_) return;
+            cv_.wait_until(lk, std::max(last_write_ + zk_period_, first_dirty_ + gather_), [this] { return stop_; });
+            if (writing_) {
+                // release() is writing on its thread: it may take these lines too.
+                written_cv_.wait(lk, [this] { return !writing_; });
+                continue;
+            }
+            if (!dirty_) {
+                if (stop_) return;
+                continue;
+            }
+            bool ok = write_locked(lk);
             if (!ok) {
-                dirty_ = true;
-                if (stop_ && clock::now() >= drain_deadline_) return;
+                if (stop_ && std::chrono::steady_clock::now() >= drain_deadline_) return;
                 cv_.wait_for(lk, std::chrono::milliseconds(500));
             }
             if (stop_ && !dirty_) return;
         }
     }
 
+    // One write of the ring as it is now, by whichever thread calls it (the
+    // writer or release()); `lk` holds m_ and is released during the request.
+    // The value goes through one reused buffer (no 200 KB allocation, copy
+    // or page faults per write beyond the snapshot itself).
+    bool write_locked(std::unique_lock<std::mutex>& lk) {
+        writing_ = true;
+        out_.assign(ring_.value());
+        dirty_ = false;
+        lk.unlock();
+        bool ok = write_ring();
+        lk.lock();
+        writing_ = false;
+        last_write_ = std::chrono::steady_clock::now();
+        if (!ok) dirty_ = true;
+        written_cv_.notify_all();
+        return ok;
+    }
+
     // One request per write: a versioned set while the znode's version is
-    // known (this writer is its only writer), a read only after a miss.
-    bool write_ring(const std::string& value) {
+    // known (this sink is its only writer), a read only after a miss. Only
+    // the thread that set writing_ runs it (out_ and version_ are its own).
+    bool write_ring() {
         for (int attempt = 0; attempt < 2; ++attempt) {
             try {
                 if (version_ < 0) {
                     zk::Stat st;
                     if (!session_->exists(path_, &st)) {
-                        session_->create(path_, value);
+                        session_->create(path_, out_);
                         version_ = 0;
                         return true;
                     }
                     version_ = st.version;
                 }
                 zk::Transaction tx(*session_);
-                tx.set(path_, value, version_);
-                zk::Status st = session_->commit(tx);
+                tx.set(path_, std::move(out_), version_);
+                zk::Status st = zk::Status::other;
+                try {
+                    st = session_->commit(tx);
+                } catch (...) {
+                    out_ = tx.release_data(0);
+                    throw;
+                }
+                out_ = tx.release_data(0);  // its capacity serves the next write
                 if (st == zk::Status::ok) {
                     ++version_;
                     return true;
@@ -348,10 +404,14 @@ private:
 
     std::mutex m_;
     std::condition_variable cv_;
+    std::condition_variable written_cv_;  // a write by release() ended
     LogRing ring_{0};
     std::chrono::milliseconds zk_period_{1000};
     std::chrono::milliseconds gather_{200};
-    bool dirty_ = false, stop_ = false, attaching_ = false;
+    bool dirty_ = false, stop_ = false, attaching_ = false, writing_ = false;
+    int held_ = 0;                                 // hold() without release() yet
+    std::chrono::steady_clock::time_point last_write_{};
+    std::string out_;                              // the value being written (writing_'s owner only)
     std::chrono::steady_clock::time_point drain_deadline_;
     std::chrono::steady_clock::time_point first_dirty_;  // the oldest line not written yet
     std::thread writer_;
@@ -377,5 +437,13 @@ void attach_zookeeper(const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::
 void reopen_log_file(const std::shared_ptr<LogSink>& sink) { sink->reopen(); }
 
 void shutdown_log_sink(const std::shared_ptr<LogSink>& sink) { sink->stop_zk(std::chrono::seconds(15)); }
+
+void hold_zookeeper_log(const std::shared_ptr<LogSink>& sink) {
+    if (sink) sink->hold();
+}
+
+void release_zookeeper_log(const std::shared_ptr<LogSink>& sink) noexcept {
+    if (sink) sink->release();
+}
 
 }  // namespace pvc

@@ -136,6 +136,76 @@ TEST_F(ZooKeeperLog, LinesLoggedTogetherAfterQuietShareOneWrite) {
     pvc::shutdown_log_sink(s);
 }
 
+// The keepalive's lines are a held batch: released after a quiet period,
+// the ring is written on the releasing thread before release returns (the
+// writer thread is not woken for them), in one write.
+TEST_F(ZooKeeperLog, AHeldBatchIsWrittenByItsReleaseAfterAQuietPeriod) {
+    const int period_ms = 1000;
+    auto s = sink(100, period_ms);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("start");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("start") != std::string::npos; }, 10s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(period_ms + 200));  // quiet for more than a period
+    const int32_t v0 = version();
+    pvc::hold_zookeeper_log(s);
+    log.info("keepalive line");
+    log.info("cluster details line");
+    pvc::release_zookeeper_log(s);
+    auto lines = split_lines(messages());
+    ASSERT_EQ(lines.size(), 3u) << messages();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(lines[1], m, zk_line)) << lines[1];
+    EXPECT_EQ(m[1], "keepalive line");
+    ASSERT_TRUE(std::regex_match(lines[2], m, zk_line)) << lines[2];
+    EXPECT_EQ(m[1], "cluster details line");
+    EXPECT_EQ(version(), v0 + 1);
+    pvc::shutdown_log_sink(s);
+}
+
+// A batch released less than a period after the last write is left to the
+// writer: still one write per period, and its lines still get written.
+TEST_F(ZooKeeperLog, AHeldBatchWithinThePeriodIsWrittenByTheWriter) {
+    const int period_ms = 3000;
+    auto s = sink(100, period_ms);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("start");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("start") != std::string::npos; }, 10s));
+    const auto written = Clock::now();
+    const int32_t v0 = version();
+    pvc::hold_zookeeper_log(s);
+    log.info("held line");
+    pvc::release_zookeeper_log(s);
+    // Only meaningful while the period since that write has not passed.
+    if (Clock::now() - written < std::chrono::milliseconds(period_ms - 500)) {
+        EXPECT_EQ(messages().find("held line"), std::string::npos) << messages();
+        EXPECT_EQ(version(), v0);
+    }
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("held line") != std::string::npos; }, 10s));
+    EXPECT_EQ(version(), v0 + 1);
+    pvc::shutdown_log_sink(s);
+}
+
+// Lines of other threads logged while a batch is held are written with it.
+TEST_F(ZooKeeperLog, LinesOfOtherThreadsDuringAHoldAreWrittenWithTheBatch) {
+    const int period_ms = 500;
+    auto s = sink(100, period_ms);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.info("start");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("start") != std::string::npos; }, 10s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(period_ms + 200));
+    pvc::hold_zookeeper_log(s);
+    std::thread([&] { log.info("other thread"); }).join();
+    log.info("batch line");
+    pvc::release_zookeeper_log(s);
+    auto value = messages();
+    EXPECT_NE(value.find("other thread"), std::string::npos) << value;
+    EXPECT_NE(value.find("batch line"), std::string::npos) << value;
+    pvc::shutdown_log_sink(s);
+}
+
 TEST_F(ZooKeeperLog, ShutdownWritesTheLinesOfThePeriodAtOnce) {
     auto s = sink(100, 60000);  // nothing but the first write and shutdown within this test
     pvc::Logger log(s, "");

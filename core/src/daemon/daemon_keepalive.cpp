@@ -185,29 +185,38 @@ void Daemon::keepalive_tick(bool final_tick) {
     }
     if (!final_tick) health_->on_keepalive(router);
 
-    if (cfg_.log_keepalives) {
-        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const char* rcol = router == "primary" ? ansi::green : router == "secondary" ? ansi::blue : ansi::cyan;
-        if (cfg_.log_colours)
-            log_.tick("{}{} keepalive @ {}{} [{}{}{}{}] in {:.2f} seconds", ansi::purple, me, started, ansi::end,
-                      ansi::bold, rcol, router, ansi::end, secs);
-        else
-            log_.tick("{} keepalive @ {} [{}] in {:.2f} seconds", me, started, router, secs);
-        if (cfg_.log_keepalive_cluster_details) {
-            auto h = health_->health();
-            std::string health = h ? std::to_string(*h) + "%" : "N/A";
-            if (cfg_.log_colours) {
-                const char* hcol = !h ? ansi::blue : *h > 90 ? ansi::green : *h > 50 ? ansi::yellow : ansi::red;
-                health = std::string(hcol) + health + ansi::end;
+    {
+        // The tick's lines as one batch: the ring is written here, on this
+        // thread, once they are in (no wake-up of the log writer per tick).
+        struct Batch {
+            const std::shared_ptr<LogSink>& sink;
+            explicit Batch(const std::shared_ptr<LogSink>& s) : sink(s) { hold_zookeeper_log(sink); }
+            ~Batch() { release_zookeeper_log(sink); }
+        } batch(sink_);
+        if (cfg_.log_keepalives) {
+            double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const char* rcol = router == "primary" ? ansi::green : router == "secondary" ? ansi::blue : ansi::cyan;
+            if (cfg_.log_colours)
+                log_.tick("{}{} keepalive @ {}{} [{}{}{}{}] in {:.2f} seconds", ansi::purple, me, started, ansi::end,
+                          ansi::bold, rcol, router, ansi::end, secs);
+            else
+                log_.tick("{} keepalive @ {} [{}] in {:.2f} seconds", me, started, router, secs);
+            if (cfg_.log_keepalive_cluster_details) {
+                auto h = health_->health();
+                std::string health = h ? std::to_string(*h) + "%" : "N/A";
+                if (cfg_.log_colours) {
+                    const char* hcol = !h ? ansi::blue : *h > 90 ? ansi::green : *h > 50 ? ansi::yellow : ansi::red;
+                    health = std::string(hcol) + health + ansi::end;
+                }
+                std::string fields;
+                for (const auto& f : keepalive_log_fields) {
+                    auto it = report.log_fields.find(f.label);
+                    fields += fmt::format("  {}: {}", f.label, it == report.log_fields.end() ? f.unset : it->second);
+                }
+                log_.tick("  Maintenance: {}  Health: {}{}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
+                          maintenance ? "True" : "False", health, fields, zk::py_float(host.cpuload), host.memused_mib,
+                          host.memfree_mib);
             }
-            std::string fields;
-            for (const auto& f : keepalive_log_fields) {
-                auto it = report.log_fields.find(f.label);
-                fields += fmt::format("  {}: {}", f.label, it == report.log_fields.end() ? f.unset : it->second);
-            }
-            log_.tick("  Maintenance: {}  Health: {}{}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
-                      maintenance ? "True" : "False", health, fields, zk::py_float(host.cpuload), host.memused_mib,
-                      host.memfree_mib);
         }
     }
     events_.keepalive_tick.emit();

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <mutex>
+
 namespace pvc {
 namespace {
 
@@ -18,17 +20,42 @@ long kib_field(const std::string& text, const char* name) {
     return std::strtol(text.c_str() + pos + 1, nullptr, 10);
 }
 
-// One read(2) of a small /proc file (no iostreams on the keepalive path).
-std::optional<std::string> slurp(const char* path) {
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    return out;
-}
+// A /proc file kept open: each tick is one pread(2) from offset 0 (the
+// kernel regenerates the text), not an open/read/read/close with a path walk.
+class ProcFile {
+public:
+    explicit ProcFile(const char* path) : path_(path) {}
+    ~ProcFile() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    ProcFile(const ProcFile&) = delete;
+    ProcFile& operator=(const ProcFile&) = delete;
+
+    // The whole text into `out` (its capacity reused); false if unreadable.
+    bool read(std::string& out) {
+        if (fd_ < 0) fd_ = ::open(path_, O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) return false;
+        if (out.size() < 4096) out.resize(4096);
+        size_t len = 0;
+        for (;;) {
+            ssize_t n = ::pread(fd_, out.data() + len, out.size() - len, static_cast<off_t>(len));
+            if (n < 0) {
+                ::close(fd_);
+                fd_ = -1;
+                return false;
+            }
+            len += static_cast<size_t>(n);
+            if (n == 0 || len < out.size()) break;
+            out.resize(out.size() * 2);  // a larger file than ever before: read on
+        }
+        out.resize(len);
+        return true;
+    }
+
+private:
+    const char* path_;
+    int fd_ = -1;
+};
 
 }  // namespace
 
@@ -51,10 +78,14 @@ HostFigures host_figures_from(const std::string& meminfo, const std::string& loa
 }
 
 std::optional<HostFigures> read_host_figures() {
-    auto mem = slurp("/proc/meminfo");
-    auto load = slurp("/proc/loadavg");
-    if (!mem || !load) return std::nullopt;
-    return host_figures_from(*mem, *load);
+    // The keepalive's thread is the only caller; the lock only keeps another
+    // (a test) from sharing the buffers meanwhile.
+    static std::mutex m;
+    static ProcFile meminfo("/proc/meminfo"), loadavg("/proc/loadavg");
+    static std::string mem, load;
+    std::lock_guard g(m);
+    if (!meminfo.read(mem) || !loadavg.read(load)) return std::nullopt;
+    return host_figures_from(mem, load);
 }
 
 }  // namespace pvc

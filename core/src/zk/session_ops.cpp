@@ -347,12 +347,13 @@ Status SessionImpl::commit(const Transaction& tx) {
             size_t n = ops.size();
             st->ops.assign(n, zoo_op_t{});
             st->results.assign(n, zoo_op_result_t{});
-            st->bufs.assign(n, std::vector<char>(1024));
+            st->bufs.assign(n, {});  // a create's path buffer, allocated for creates only
             st->stats.assign(n, ::Stat{});
             for (size_t i = 0; i < n; ++i) {
                 const auto& o = ops[i];
                 switch (o.kind) {
                     case Transaction::Op::create:
+                        st->bufs[i].resize(1024);
                         zoo_create_op_init(&st->ops[i], o.path.c_str(), o.data.data(), static_cast<int>(o.data.size()),
                                            &ZOO_OPEN_ACL_UNSAFE, o.ephemeral ? ZOO_EPHEMERAL : 0, st->bufs[i].data(),
                                            static_cast<int>(st->bufs[i].size()));
