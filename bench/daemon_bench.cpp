@@ -26,6 +26,7 @@
 //      per log line) for comparison
 // Prints figures; never passes or fails on them.
 //   daemon_bench [ticks, default 12] [scenarios, default cpit] [fast, default 1000]
+// PVC_BENCH_VMS=<0|10|50> runs only that VM count of t, i and r.
 // (z: one run of about 2 minutes with 6 ticks; `daemon_bench 6 z`)
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -600,16 +601,20 @@ int main(int argc, char** argv) {
     if (want('p'))
         measure({.label = "core + 12 plugins (Python host)", .plugins = true, .fast_keepalive_ms = 100}, ticks,
                 fast_ticks);
+    // PVC_BENCH_VMS=50: only that VM count of t/i/r (e.g. to profile one daemon).
+    const char* only_vms = std::getenv("PVC_BENCH_VMS");
+    auto vm_count_wanted = [&](int vms) { return !only_vms || std::atoi(only_vms) == vms; };
     if (want('t')) {
         if (!have_hv) std::cout << "hypervisor scenarios skipped: module not built\n";
         for (int vms : {0, 10, 50})
-            if (have_hv)
+            if (have_hv && vm_count_wanted(vms))
                 measure({.label = fmt::format("hypervisor, {} VMs (test driver)", vms), .vms = vms ? vms : -1,
                          .fast_keepalive_ms = 100},
                         ticks, fast_ticks);
     }
     if (want('i') && have_hv)
         for (int vms : {0, 10, 50})
+            if (vm_count_wanted(vms))
             measure({.label = fmt::format("hypervisor {} VMs + `load` (test drv)", vms), .load_plugin_only = true,
                      .vms = vms ? vms : -1, .fast_keepalive_ms = 100},
                     ticks, fast_ticks);
@@ -626,6 +631,7 @@ int main(int argc, char** argv) {
             std::cout << "real libvirtd scenarios skipped: set PVC_BENCH_LIBVIRT_URI (e.g. a lab node's libvirtd)\n";
         else
             for (int vms : {0, 10, 50})
+                if (vm_count_wanted(vms))
                 measure({.label = fmt::format("hypervisor, {} VMs ({})", vms, real_uri), .vms = vms ? vms : -1,
                          .libvirt_uri = real_uri, .fast_keepalive_ms = 100},
                         ticks, fast_ticks);

@@ -1,4 +1,5 @@
 #include "pvc/log.hpp"
+#include "log_batch.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -374,14 +375,14 @@ private:
                 }
                 zk::Transaction tx(*session_);
                 tx.set(path_, std::move(out_), version_);
-                zk::Status st = zk::Status::other;
-                try {
-                    st = session_->commit(tx);
-                } catch (...) {
-                    out_ = tx.release_data(0);
-                    throw;
-                }
-                out_ = tx.release_data(0);  // its capacity serves the next write
+                // The buffer comes back after the request: its capacity serves
+                // the next write (tx is ours and not const; only ops() is).
+                struct TakeBack {
+                    zk::Transaction& tx;
+                    std::string& out;
+                    ~TakeBack() { out = std::move(const_cast<std::string&>(tx.ops().front().data)); }
+                } take_back{tx, out_};
+                zk::Status st = session_->commit(tx);
                 if (st == zk::Status::ok) {
                     ++version_;
                     return true;

@@ -20,6 +20,7 @@
 
 #include "pvc/config.hpp"
 #include "pvc/log.hpp"
+#include "log_batch.hpp"  // the daemon's batch of keepalive lines
 #include "pvc/schema.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "pvc/zk.hpp"

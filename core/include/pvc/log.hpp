@@ -76,12 +76,5 @@ PVC_SDK_API void attach_zookeeper(const std::shared_ptr<LogSink>& sink, std::sha
 // Reopen the log file (SIGHUP) and flush/stop the ZooKeeper writer (shutdown, bounded).
 PVC_SDK_API void reopen_log_file(const std::shared_ptr<LogSink>& sink);
 PVC_SDK_API void shutdown_log_sink(const std::shared_ptr<LogSink>& sink);
-// A batch of lines from one thread (the keepalive's): lines logged after
-// hold_zookeeper_log() wake no ZooKeeper writer; release_zookeeper_log()
-// writes the ring at once on the calling thread if a period has passed since
-// the last write, else leaves it to the writer (at most one write per period
-// either way). Every hold needs its release.
-PVC_SDK_API void hold_zookeeper_log(const std::shared_ptr<LogSink>& sink);
-PVC_SDK_API void release_zookeeper_log(const std::shared_ptr<LogSink>& sink) noexcept;
 
 }  // namespace pvc

@@ -113,8 +113,6 @@ public:
         bool ephemeral = false;
     };
     const std::vector<Op>& ops() const { return ops_; }
-    // Hands back op i's data after the commit (a caller reusing a large buffer).
-    std::string release_data(size_t i) { return std::move(ops_.at(i).data); }
 
 private:
     Session& session_;

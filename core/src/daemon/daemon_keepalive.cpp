@@ -14,6 +14,7 @@
 #include "daemon/host_figures.hpp"
 #include "daemon/module_host.hpp"
 #include "health/health_host.hpp"
+#include "log_batch.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc {
