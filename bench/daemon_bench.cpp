@@ -615,9 +615,9 @@ int main(int argc, char** argv) {
     if (want('i') && have_hv)
         for (int vms : {0, 10, 50})
             if (vm_count_wanted(vms))
-            measure({.label = fmt::format("hypervisor {} VMs + `load` (test drv)", vms), .load_plugin_only = true,
-                     .vms = vms ? vms : -1, .fast_keepalive_ms = 100},
-                    ticks, fast_ticks);
+                measure({.label = fmt::format("hypervisor {} VMs + `load` (test drv)", vms), .load_plugin_only = true,
+                         .vms = vms ? vms : -1, .fast_keepalive_ms = 100},
+                        ticks, fast_ticks);
     if (want('s') && have_hv)
         measure({.label = "hypervisor, 1,000 VMs of another node", .vms = -1, .foreign_vms = 1000,
                  .fast_keepalive_ms = 100},
@@ -632,9 +632,9 @@ int main(int argc, char** argv) {
         else
             for (int vms : {0, 10, 50})
                 if (vm_count_wanted(vms))
-                measure({.label = fmt::format("hypervisor, {} VMs ({})", vms, real_uri), .vms = vms ? vms : -1,
-                         .libvirt_uri = real_uri, .fast_keepalive_ms = 100},
-                        ticks, fast_ticks);
+                    measure({.label = fmt::format("hypervisor, {} VMs ({})", vms, real_uri), .vms = vms ? vms : -1,
+                             .libvirt_uri = real_uri, .fast_keepalive_ms = 100},
+                            ticks, fast_ticks);
     }
     if (want('o')) {
         // The old bench's settings: debug on, a health pass per keepalive, one ZooKeeper write per line.

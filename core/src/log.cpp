@@ -345,8 +345,12 @@ private:
     // The value goes through one reused buffer (no 200 KB allocation, copy
     // or page faults per write beyond the snapshot itself).
     bool write_locked(std::unique_lock<std::mutex>& lk) {
+        try {
+            out_.assign(ring_.value());
+        } catch (const std::exception&) {
+            return false;  // no memory for the snapshot: the lines stay for a later write
+        }
         writing_ = true;
-        out_.assign(ring_.value());
         dirty_ = false;
         lk.unlock();
         bool ok = write_ring();
