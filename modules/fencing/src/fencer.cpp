@@ -100,19 +100,25 @@ void Fencer::reap_jobs() {
 
 // §10.2, with the monitor's skew-proof ages.
 void Fencer::scan(FenceMonitor::Cause cause) {
-    if (zk::lenient_bool(zk_->get(schema::path("base.config.maintenance")).value_or("")).value_or(false)) return;
     auto nodes = zk_->children(schema::path("base.node"));
+    // Maintenance and every node's daemonstate and keepalive in one round
+    // trip (this runs after every keepalive of every coordinator). A failed
+    // read throws: the scan fails and nobody is judged (the monitor distrusts).
+    std::vector<std::string> paths{schema::path("base.config.maintenance")};
+    if (nodes)
+        for (const auto& n : *nodes) {
+            paths.push_back(schema::path("node.state.daemon", {n}));
+            paths.push_back(schema::path("node.keepalive", {n}));
+        }
+    std::vector<zk::Stat> stats;
+    auto values = zk_->get_many(paths, &stats);
+    if (zk::lenient_bool(values[0].value_or("")).value_or(false)) return;
     std::vector<Observation> obs;
     if (nodes) {
-        for (const auto& n : *nodes) {
-            Observation o{n, std::nullopt, std::nullopt};
-            try {
-                o.daemon_state = zk_->get(schema::path("node.state.daemon", {n})).value_or("");
-                zk::Stat st;
-                if (zk_->exists(schema::path("node.keepalive", {n}), &st)) o.keepalive_mzxid = st.mzxid;
-            } catch (const std::exception&) {
-                // Unknown this time: not judged (§10.2 step 1).
-            }
+        for (size_t i = 0; i < nodes->size(); ++i) {
+            Observation o{(*nodes)[i], std::nullopt, std::nullopt};
+            o.daemon_state = values[1 + 2 * i].value_or("");
+            if (values[2 + 2 * i]) o.keepalive_mzxid = stats[2 + 2 * i].mzxid;
             obs.push_back(std::move(o));
         }
     }
