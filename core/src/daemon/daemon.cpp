@@ -9,11 +9,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#ifdef PVC_HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
-
 #include "daemon/module_host.hpp"
+#include "daemon/sd_notify.hpp"
 #include "health/health_host.hpp"
 #include "pvc/schema.hpp"
 
@@ -47,11 +44,7 @@ bool Daemon::write_own(const char* key, const std::string& value) {
     }
 }
 
-void Daemon::notify([[maybe_unused]] const char* state) {
-#ifdef PVC_HAVE_SYSTEMD
-    sd_notify(0, state);
-#endif
-}
+void Daemon::notify(const char* state) { sd::notify(state); }
 
 // ---------------------------------------------------------------- run
 

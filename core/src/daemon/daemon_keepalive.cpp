@@ -7,12 +7,9 @@
 #include <cstdlib>
 #include <ctime>
 
-#ifdef PVC_HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
-
 #include "daemon/host_figures.hpp"
 #include "daemon/module_host.hpp"
+#include "daemon/sd_notify.hpp"
 #include "health/health_host.hpp"
 #include "log_batch.hpp"
 #include "pvc/schema.hpp"
@@ -39,11 +36,8 @@ void Daemon::keepalive_loop() {
     auto next = clock::now();
     // systemd's watchdog (WatchdogSec in the unit) restarts a daemon whose
     // keepalive loop is stuck, before peers fence the node for it.
-    bool watchdog = false;
-#ifdef PVC_HAVE_SYSTEMD
     uint64_t watchdog_usec = 0;
-    watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
-#endif
+    bool watchdog = sd::watchdog_enabled(watchdog_usec);
     std::unique_lock lk(ka_m_);
     while (!ka_stop_) {
         if (ka_cv_.wait_until(lk, next, [this] { return ka_stop_; })) break;
