@@ -1,6 +1,8 @@
 // The embedded interpreter for legacy health plugins. Every entry into Python
 // takes the GIL with exactly one guard (never nested); calls back into C++
-// (logging, ZooKeeper) release it while they block.
+// (logging, ZooKeeper) release it while they block. Built as its own library
+// (pvcnoded-python.so, the only one linked with libpython), opened by
+// python_host_loader.cpp on the first Python plugin.
 #include "health/python_host.hpp"
 
 #include <atomic>
@@ -191,9 +193,8 @@ private:
     py::object instance_;
 };
 
-}  // namespace
 
-bool start_python(const Logger& log) {
+bool start_embedded(const Logger& log) {
     std::lock_guard g(start_mutex);
     if (started) return true;
     if (start_failed) return false;
@@ -232,12 +233,12 @@ bool start_python(const Logger& log) {
     }
 }
 
-bool python_started() { return started; }
+bool embedded_started() { return started; }
 
-PythonLoad load_python_plugin(const std::filesystem::path& file, const nlohmann::json& flat_config, Logger log,
-                              std::shared_ptr<zk::Session> zk, std::shared_ptr<const NodeView> node) {
+PythonLoad load_embedded(const std::filesystem::path& file, const nlohmann::json& flat_config, Logger log,
+                         std::shared_ptr<zk::Session> zk, std::shared_ptr<const NodeView> node) {
     PythonLoad out;
-    if (!start_python(log)) {
+    if (!start_embedded(log)) {
         out.error = "Python interpreter unavailable: " + start_error;
         return out;
     }
@@ -281,4 +282,11 @@ PythonLoad load_python_plugin(const std::filesystem::path& file, const nlohmann:
     return out;
 }
 
+}  // namespace
 }  // namespace pvc::health
+
+extern "C" __attribute__((visibility("default"))) const pvc::health::PythonHostApi* pvc_python_host_api_v1() {
+    static const pvc::health::PythonHostApi api{&pvc::health::load_embedded, &pvc::health::start_embedded,
+                                                &pvc::health::embedded_started};
+    return &api;
+}

@@ -32,6 +32,12 @@ struct PythonLoad {
     std::string traceback;
 };
 
+// The interpreter lives in its own library, `pvcnoded-python.so` beside
+// libpvc-sdk (python_host.cpp, linked with libpython), opened on the first
+// Python plugin: a daemon without Python plugins never maps libpython (about
+// 2.4 MiB of RSS). The functions below open it when called
+// (python_host_loader.cpp); it is never closed.
+
 // Executes `file` as module `plugin_script`, constructs MonitoringPluginScript
 // and calls setup(). Blocks while the plugin's code runs; thread-safe.
 PythonLoad load_python_plugin(const std::filesystem::path& file, const nlohmann::json& flat_config, Logger log,
@@ -41,5 +47,16 @@ PythonLoad load_python_plugin(const std::filesystem::path& file, const nlohmann:
 bool start_python(const Logger& log);
 // True once the interpreter has been started in this process.
 bool python_started();
+
+// What the library exports, under the C name in python_host_entry: the
+// library is built from the same sources as the daemon, so C++ types cross.
+struct PythonHostApi {
+    PythonLoad (*load_python_plugin)(const std::filesystem::path&, const nlohmann::json&, Logger,
+                                     std::shared_ptr<zk::Session>, std::shared_ptr<const NodeView>);
+    bool (*start_python)(const Logger&);
+    bool (*python_started)();
+};
+inline constexpr const char* python_host_entry = "pvc_python_host_api_v1";
+inline constexpr const char* python_host_library = "pvcnoded-python.so";
 
 }  // namespace pvc::health
