@@ -3,6 +3,8 @@
 // watches that feed the keepalive and the coordinator.
 #include "daemon/daemon.hpp"
 
+#include <malloc.h>
+
 #include <filesystem>
 #include <map>
 
@@ -312,6 +314,9 @@ void Daemon::start() {
     modules_->start_all(cfg_, sink_, zk_, executor_, events_, services_);
     health_ = std::make_unique<HealthHost>(cfg_, log_, zk_, executor_);
     health_->load();
+    // Start-up's transient allocations (configuration, module and plugin
+    // loading, the first reads) are freed by now: return the free pages.
+    malloc_trim(0);
     keepalive_thread_ = std::thread([this] { keepalive_loop(); });
 }
 

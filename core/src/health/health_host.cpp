@@ -1,5 +1,7 @@
 #include "health/health_host.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -531,13 +533,19 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
                  local_timestamp(start_time), ansi::end, ansi::bold, cst_colour, coordinator_state, ansi::end,
                  health_colour, total, ansi::end, two_decimals(std::chrono::duration<double>(wall).count()));
 
-        std::lock_guard g(m);
-        health = total;
-        stats.passes++;
-        stats.last_wall = std::chrono::duration_cast<std::chrono::microseconds>(wall);
-        stats.last_cpu = process_cpu() - cpu0;
-        pass_running = false;
-        cv.notify_all();
+        {
+            std::lock_guard g(m);
+            health = total;
+            stats.passes++;
+            stats.last_wall = std::chrono::duration_cast<std::chrono::microseconds>(wall);
+            stats.last_cpu = process_cpu() - cpu0;
+            pass_running = false;
+            cv.notify_all();
+        }
+        // The plugins' runs (their threads, Python's temporaries) leave free
+        // memory in malloc's arenas: give the free pages back to the system
+        // (once per pass, i.e. at most every monitoring_interval).
+        if (!jobs.empty()) malloc_trim(0);
     }
 };
 

@@ -1,5 +1,7 @@
 #include "hypervisor.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -156,7 +158,16 @@ void Hypervisor::on_children(const std::optional<std::vector<std::string>>& chil
         log_.info("VM {}: removed", d->uuid());
         d->detach();
     }
-    for (auto& d : added) procedures_.post([d] { d->attach(); });
+    if (added.empty()) return;
+    // The first reads of a batch (at start, every VM of the cluster: its keys
+    // and XML) leave much free memory behind: the last attach of the batch
+    // returns the free pages to the system.
+    auto left = std::make_shared<std::atomic<size_t>>(added.size());
+    for (auto& d : added)
+        procedures_.post([d, left] {
+            d->attach();
+            if (left->fetch_sub(1) == 1) malloc_trim(0);
+        });
 }
 
 void Hypervisor::on_libvirt_event(const std::string& uuid, int event) {
