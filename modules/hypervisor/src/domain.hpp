@@ -82,6 +82,7 @@ private:
     // A dispatch that could not read (or confirm) does nothing and runs again
     // later, with a doubling delay.
     void retry_later();
+    void decide(const Snapshot& s);   // decision_ = s without its XML
     void remember(const Snapshot& s);
     void owner_dispatch(const Snapshot& s, VmState st, bool running);
     void warn_unknown_state(const std::string& state);
