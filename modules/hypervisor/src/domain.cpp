@@ -225,6 +225,7 @@ void Domain::decide(const Snapshot& s) {
     d.lastnode = s.lastnode;
     d.method = s.method;
     d.name = s.name;
+    d.volumes = s.volumes;
     d.version = s.version;
     decision_ = std::move(d);
 }
