@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <vector>
 
+#include <boost/asio/post.hpp>
+
 namespace pvc::hv {
 
 std::shared_ptr<InotifyHub> InotifyHub::create(Strand strand) {
@@ -18,24 +20,26 @@ std::shared_ptr<InotifyHub> InotifyHub::create(Strand strand) {
         ::close(fd);
         return nullptr;
     }
+    hub->raw_fd_ = fd;
     hub->wait();
     return hub;
 }
 
 InotifyHub::InotifyHub(Strand strand) : fd_(strand) {}
 
-InotifyHub::~InotifyHub() { close(); }
+// The descriptor closes with the hub (no handler holds it any more by then).
+InotifyHub::~InotifyHub() = default;
 
 int InotifyHub::add(const std::filesystem::path& path, uint32_t mask, Callback cb) {
     std::lock_guard g(m_);
-    if (closed_ || !fd_.is_open()) {
+    if (closed_) {
         errno = EBADF;
         return -1;
     }
     // Every subscriber of one file asks for the same events; a second add of
     // the same inode returns the same descriptor (the mask is replaced, not
     // narrowed, since it is the same).
-    int wd = ::inotify_add_watch(fd_.native_handle(), path.c_str(), mask);
+    int wd = ::inotify_add_watch(raw_fd_, path.c_str(), mask);
     if (wd < 0) return -1;
     int id = next_id_++;
     subs_.emplace(id, Sub{wd, std::make_shared<Callback>(std::move(cb))});
@@ -50,15 +54,25 @@ void InotifyHub::remove(int id) {
     subs_.erase(it);
     for (auto& [other, s] : subs_)
         if (s.wd == wd) return;  // still watched for another subscriber
-    if (fd_.is_open()) ::inotify_rm_watch(fd_.native_handle(), wd);
+    if (!closed_) ::inotify_rm_watch(raw_fd_, wd);
 }
 
+// The descriptor itself is closed on the hub's strand, where its reads run:
+// closing it from another thread raced with a read in progress (and a read
+// could then have gone to a reused descriptor number). add/remove use it only
+// under the mutex while not closed.
 void InotifyHub::close() {
-    std::lock_guard g(m_);
-    closed_ = true;
-    subs_.clear();
-    boost::system::error_code ec;
-    fd_.close(ec);
+    {
+        std::lock_guard g(m_);
+        if (closed_) return;
+        closed_ = true;
+        subs_.clear();
+    }
+    auto self = shared_from_this();
+    boost::asio::post(fd_.get_executor(), [self] {
+        boost::system::error_code ec;
+        self->fd_.close(ec);
+    });
 }
 
 size_t InotifyHub::subscriptions() const {
@@ -72,13 +86,12 @@ void InotifyHub::wait() {
         if (ec) return;  // closed
         alignas(inotify_event) char buf[8192];
         for (;;) {
-            int fd;
             {
                 std::lock_guard g(self->m_);
-                if (self->closed_ || !self->fd_.is_open()) return;
-                fd = self->fd_.native_handle();
+                if (self->closed_) return;
             }
-            ssize_t n = ::read(fd, buf, sizeof buf);
+            // On the strand: the descriptor is open (it is closed only here).
+            ssize_t n = ::read(self->fd_.native_handle(), buf, sizeof buf);
             if (n <= 0) break;
             for (char* p = buf; p < buf + n;) {
                 auto* ev = reinterpret_cast<inotify_event*>(p);

@@ -36,7 +36,8 @@ public:
     // Ends a subscription (nothing is delivered to it afterwards, except a
     // delivery already in progress). Unknown ids are ignored.
     void remove(int id);
-    // Ends every subscription and closes the instance. Idempotent.
+    // Ends every subscription and closes the instance (on the hub's strand).
+    // Idempotent. The hub must be owned by a shared_ptr (create() does).
     void close();
 
     size_t subscriptions() const;
@@ -50,9 +51,10 @@ private:
         int wd;
         std::shared_ptr<Callback> cb;
     };
-    boost::asio::posix::stream_descriptor fd_;
+    boost::asio::posix::stream_descriptor fd_;  // async_wait, read, close: on the strand only
     mutable std::mutex m_;
     bool closed_ = false;
+    int raw_fd_ = -1;  // for inotify_add_watch/rm_watch, under m_ while !closed_
     int next_id_ = 1;
     std::map<int, Sub> subs_;  // by subscription id
 };
