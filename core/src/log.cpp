@@ -235,8 +235,9 @@ public:
 
     // A batch of lines (the keepalive's) logged on one thread: they wake no
     // writer; release() writes the ring at once on that thread when a period
-    // has passed since the last write (so a keepalive costs the writer thread
-    // no wake-up at all), else hands it to the writer.
+    // has passed since the last write and the session is connected (so a
+    // keepalive costs the writer thread no wake-up at all), else hands it to
+    // the writer.
     void hold() {
         std::lock_guard g(m_);
         ++held_;
@@ -247,7 +248,10 @@ public:
             std::unique_lock lk(m_);
             if (held_ > 0) --held_;
             if (!dirty_ || held_ > 0) return;
-            if (!writer_.joinable() || stop_ || writing_ ||
+            // Never on a lost connection: the keepalive thread must not wait
+            // out a second ZooKeeper timeout for its log lines (the writer
+            // retries them on its own thread).
+            if (!writer_.joinable() || stop_ || writing_ || !session_ || !session_->connected() ||
                 std::chrono::steady_clock::now() < last_write_ + zk_period_) {
                 cv_.notify_one();
                 return;
