@@ -573,7 +573,15 @@ TEST_F(ApiRoutes, NetworkReadsKeepTheRawStrings) {
                                 {path("rule.description", {v, "in", "web"}), ""},
                                 {path("rule.order", {v, "in", "web"}), "2"},
                                 {path("rule.rule", {v, "in", "web"}), "tcp dport 80 accept"}}));
-    ASSERT_TRUE(eventually([&] { return get("/network/1000/acl").status == 200; }, 3s));
+    // The view mirrors each subtree as its watches answer, in no set order:
+    // wait until everything read below has arrived.
+    ASSERT_TRUE(eventually([&] {
+        auto acl = get("/network/1000/acl").json();
+        auto leases = get("/network/1000/lease").json();
+        auto n = get("/network").json();
+        return acl.is_array() && acl.size() == 2 && leases.is_array() && leases.size() == 1 && n.is_array() &&
+               n.size() == 1 && n[0]["ip4"]["dhcp_flag"] == "True" && n[0]["ip6"]["network"] == "None";
+    }, 5s));
     auto n = get("/network").json()[0];
     EXPECT_EQ(n["vni"], 1000);
     EXPECT_EQ(n["name_servers"], (nlohmann::json{""}));
@@ -602,7 +610,18 @@ TEST_F(ApiRoutes, StorageReadsOsdPoolVolumeSnapshot) {
                                 {path("volume.name", {"vms", "disk0"}), ""},
                                 {path("volume.stats", {"vms", "disk0"}), R"({"size": 10737418240, "objects": 2560})"},
                                 {path("snapshot.name", {"vms", "disk0", "snap1"}), ""}}));
-    ASSERT_TRUE(eventually([&] { return get("/storage/ceph/snapshot").status == 200; }, 3s));
+    // The view mirrors each subtree as its watches answer, in no set order:
+    // wait until everything read below has arrived.
+    ASSERT_TRUE(eventually([&] {
+        auto osd = get("/storage/ceph/osd").json();
+        auto pool = get("/storage/ceph/pool").json();
+        auto vol = get("/storage/ceph/volume").json();
+        auto snap = get("/storage/ceph/snapshot").json();
+        return osd.is_array() && osd.size() == 1 && osd[0]["stats"]["kb"] == 1000 && pool.is_array() &&
+               pool.size() == 1 && pool[0]["volume_count"] == 1 && vol.is_array() && vol.size() == 1 &&
+               vol[0]["stats"]["size"] == "10G" && snap.is_array() && snap.size() == 1 &&
+               get("/storage/ceph/status").json()["ceph_data"].is_string();
+    }, 5s));
     EXPECT_EQ(get("/storage/ceph/status").json()["ceph_data"].get<std::string>().back(), ')');
     EXPECT_EQ(get("/storage/ceph/osd").json()[0]["stats"]["kb"], 1000);
     EXPECT_EQ(get("/storage/ceph/osd/0").json()[0]["node"], "hv1");
