@@ -1,6 +1,7 @@
 // A private mini Ceph per test run (see ceph_cluster.hpp).
 #include "pvc/test/ceph_cluster.hpp"
 
+#include "pvc/test/ports.hpp"
 #include "pvc/test/process_group.hpp"
 
 #include <arpa/inet.h>
@@ -47,25 +48,7 @@ std::string trim(std::string s) {
     return s;
 }
 
-// Two loopback ports nobody listens on right now (held open together so they differ).
-std::pair<int, int> free_port_pair() {
-    int fds[2];
-    int ports[2];
-    for (int i = 0; i < 2; ++i) {
-        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof a;
-        if (fds[i] < 0 || bind(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-            getsockname(fds[i], reinterpret_cast<sockaddr*>(&a), &len) != 0)
-            throw std::runtime_error("no free loopback port");
-        ports[i] = ntohs(a.sin_port);
-    }
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return {ports[0], ports[1]};
-}
+std::pair<int, int> free_port_pair() { return {reserve_port(), reserve_port()}; }
 
 bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 

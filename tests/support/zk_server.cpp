@@ -1,6 +1,8 @@
 // Real ZooKeeper servers for tests, plus process and temp-dir helpers.
 #include "pvc/test/zk_server.hpp"
 
+#include "pvc/test/ports.hpp"
+
 #include "pvc/test/process_group.hpp"
 
 #include <arpa/inet.h>
@@ -49,29 +51,7 @@ std::string unique_name(const std::string& base) {
 
 namespace {
 
-// A loopback port nobody listens on right now (and that we did not hand out before).
-int free_port() {
-    static std::mutex m;
-    static std::set<int> given;
-    std::lock_guard l(m);
-    for (int attempt = 0; attempt < 100; ++attempt) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = 0;
-        socklen_t len = sizeof a;
-        if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-            ::close(fd);
-            continue;
-        }
-        int port = ntohs(a.sin_port);
-        ::close(fd);
-        if (given.insert(port).second) return port;
-    }
-    throw std::runtime_error("no free loopback port");
-}
+int free_port() { return reserve_port(); }
 
 // Sends a four-letter word, returns the reply ("" if the server does not answer).
 std::string four_letter(int port, const std::string& cmd) {
@@ -152,7 +132,10 @@ struct ZkServer::Impl {
     void wait_ready(std::chrono::milliseconds timeout) {
         auto end = Clock::now() + timeout;
         while (Clock::now() < end) {
-            if (four_letter(port, "ruok") == "imok" && !mode_of(port).empty()) return;
+            // Ours, not another server on the same port: `conf` names our data directory.
+            if (four_letter(port, "ruok") == "imok" && !mode_of(port).empty() &&
+                four_letter(port, "conf").find(dir.path().string()) != std::string::npos)
+                return;
             if (!java->alive()) break;
             std::this_thread::sleep_for(std::chrono::milliseconds(30));
         }

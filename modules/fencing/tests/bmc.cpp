@@ -1,5 +1,7 @@
 #include "bmc.hpp"
 
+#include "pvc/test/ports.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -19,17 +21,7 @@
 
 namespace pvc::fencing::test {
 
-int free_udp_port() {
-    int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
+int free_udp_port() { return pvc::test::reserve_port(); }
 
 Bmc::Bmc(std::filesystem::path dir, std::string address, int port, std::string password)
     : dir_(std::move(dir)), address_(std::move(address)), port_(port) {
