@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -141,7 +142,90 @@ TEST_F(BundledPluginTest, KeydbReportsRefusedConnection) {
     if (tcp_port_open(6379)) {
         EXPECT_EQ(delta("kydb"), 0) << message("kydb");
     } else {
-        EXPECT_EQ(message("kydb").rfind("Failed to connect to KeyDB/Redis: ", 0), 0u) << message("kydb");
+        // redis-py's text for a refused connection
+        EXPECT_EQ(message("kydb"), "Failed to connect to KeyDB/Redis: Error 111 connecting to localhost:6379. Connection refused.");
+        EXPECT_EQ(delta("kydb"), 50);
+    }
+}
+
+// A KeyDB/Redis stand-in on 127.0.0.1:6379 that answers one request per
+// connection with `reply` (the plugin speaks RESP itself: no redis-py).
+class FakeResp {
+public:
+    explicit FakeResp(std::string reply) : reply_(std::move(reply)) {
+        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1;
+        ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(6379);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        bound_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 4) == 0;
+        if (bound_)
+            thread_ = std::thread([this] {
+                for (;;) {
+                    int c = ::accept(fd_, nullptr, nullptr);
+                    if (c < 0) return;
+                    char buf[256];
+                    std::string got;
+                    while (got.find("INFO\r\n") == std::string::npos) {
+                        ssize_t n = ::recv(c, buf, sizeof buf, 0);
+                        if (n <= 0) break;
+                        got.append(buf, static_cast<size_t>(n));
+                    }
+                    requests_ += got;
+                    (void)!::send(c, reply_.data(), reply_.size(), MSG_NOSIGNAL);
+                    ::close(c);
+                }
+            });
+    }
+    ~FakeResp() {
+        ::shutdown(fd_, SHUT_RDWR);
+        if (thread_.joinable()) thread_.join();
+        ::close(fd_);
+    }
+    bool bound() const { return bound_; }
+    // What the plugin sent (read after the pass: the thread has answered by then).
+    std::string requests() const { return requests_; }
+
+private:
+    std::string reply_;
+    int fd_ = -1;
+    bool bound_ = false;
+    std::string requests_;
+    std::thread thread_;
+};
+
+TEST_F(BundledPluginTest, KeydbSendsInfoAndReportsTheAnswer) {
+    if (tcp_port_open(6379)) {
+        // A real KeyDB/Redis runs here (KeydbReportsRefusedConnection then checks it).
+        GTEST_SKIP() << "port 6379 is taken by a real server";
+    }
+    bundle("kydb");
+    auto h = host(config());
+    h->load();
+    {
+        FakeResp server("$22\r\n# Server\r\nredis_mode:x\r\n");
+        ASSERT_TRUE(server.bound());
+        pass(*h);
+        EXPECT_EQ(server.requests(), "*1\r\n$4\r\nINFO\r\n");
+        // (sic) the reference's text on success
+        EXPECT_EQ(message("kydb"), "Successfully connected to Libvirtd on localhost");
+        EXPECT_EQ(delta("kydb"), 0);
+    }
+    {
+        FakeResp server("-NOAUTH Authentication required.\r\n");
+        ASSERT_TRUE(server.bound());
+        pass(*h);
+        // redis-py's AuthenticationError text: the code word dropped
+        EXPECT_EQ(message("kydb"), "Failed to connect to KeyDB/Redis: Authentication required.");
+        EXPECT_EQ(delta("kydb"), 50);
+    }
+    {
+        FakeResp server("");  // closes without an answer
+        ASSERT_TRUE(server.bound());
+        pass(*h);
+        EXPECT_EQ(message("kydb"), "Failed to connect to KeyDB/Redis: Connection closed by server.");
         EXPECT_EQ(delta("kydb"), 50);
     }
 }
