@@ -28,6 +28,7 @@ struct FenceSettings {
     bool migrate_on_failure = false;                  // failed_fence: migrate
     int suicide_intervals = 0;
     std::vector<std::string> coordinators;            // host names, ports stripped
+    std::string own_node;                             // never judged by its own fencer ("" = none)
     std::chrono::milliseconds confirm_window{10000};  // how long `status` is polled after `off`
     std::chrono::milliseconds poll_period{200};       // the longest pause between two `status` polls
     std::chrono::milliseconds poll_first_pause{50};   // the first pause, doubled up to poll_period

@@ -27,6 +27,14 @@ void Fencer::start() {
     session_watch_ = zk_->on_session_event([this](zk::SessionEvent ev) {
         if (ev != zk::SessionEvent::connected) session_trouble_ = true;
     });
+    // The node list changes rarely: watched, not listed at every scan. A node
+    // added is judged from the watch's answer on; one the list misses for a
+    // moment is only judged later, never wrongly.
+    nodes_watch_ = zk_->watch_children(schema::path("base.node"),
+                                       [this](const std::optional<std::vector<std::string>>& nodes) {
+                                           std::lock_guard g(nodes_m_);
+                                           nodes_ = nodes;
+                                       });
     thread_ = std::jthread([this](std::stop_token st) { loop(st); });
 }
 
@@ -40,6 +48,7 @@ void Fencer::on_tick() {
 
 void Fencer::stop() {
     session_watch_.reset();
+    nodes_watch_.reset();
     if (thread_.joinable()) {
         thread_.request_stop();
         thread_.join();
@@ -100,10 +109,19 @@ void Fencer::reap_jobs() {
 
 // §10.2, with the monitor's skew-proof ages.
 void Fencer::scan(FenceMonitor::Cause cause) {
-    auto nodes = zk_->children(schema::path("base.node"));
-    // Maintenance and every node's daemonstate and keepalive in one round
-    // trip (this runs after every keepalive of every coordinator). A failed
-    // read throws: the scan fails and nobody is judged (the monitor distrusts).
+    std::optional<std::vector<std::string>> nodes;
+    {
+        std::lock_guard g(nodes_m_);
+        nodes = nodes_;
+    }
+    if (!nodes) nodes = zk_->children(schema::path("base.node"));
+    // A coordinator never judges itself (its own keepalive is written by the
+    // tick that started this scan): neither read nor watched.
+    if (nodes && !settings_.own_node.empty()) std::erase(*nodes, settings_.own_node);
+    // Maintenance and every other node's daemonstate and keepalive in one
+    // round trip (this runs after every keepalive of every coordinator). A
+    // failed read throws: the scan fails and nobody is judged (the monitor
+    // distrusts).
     std::vector<std::string> paths{schema::path("base.config.maintenance")};
     if (nodes)
         for (const auto& n : *nodes) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -51,6 +52,11 @@ private:
     mutable std::mutex monitor_m_;
     std::atomic<bool> session_trouble_{false};
     std::shared_ptr<zk::Watch> session_watch_;
+    // The node list as the watch on /nodes last gave it (nullopt until its
+    // first answer, or when its read failed: the scan then lists /nodes).
+    std::mutex nodes_m_;
+    std::optional<std::vector<std::string>> nodes_;
+    std::shared_ptr<zk::Watch> nodes_watch_;
     // Only touched on the fencer's thread (and by stop() after it ended).
     std::map<std::string, std::shared_ptr<zk::Watch>> keepalive_watches_;
 

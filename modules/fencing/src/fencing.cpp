@@ -9,6 +9,7 @@ FenceSettings settings_from(const Config& cfg, const Settings& own) {
     s.migrate_on_success = own.successful_fence == "migrate";
     s.migrate_on_failure = own.failed_fence == "migrate";
     s.suicide_intervals = own.suicide_intervals;
+    s.own_node = cfg.node;
     for (const auto& c : cfg.coordinators) s.coordinators.push_back(c.substr(0, c.find(':')));
     // Long enough for a slow BMC to act on `off`; polled, so a fast one ends it early.
     s.confirm_window = std::max<std::chrono::milliseconds>(std::chrono::seconds(10),

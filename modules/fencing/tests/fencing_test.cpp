@@ -374,6 +374,42 @@ TEST_F(Fencing, NodeSilentForLessThanTheDeadlineIsNotFenced) {
     EXPECT_TRUE(bmc.power_commands().empty());
 }
 
+// The fencer follows /nodes by a watch: a node that joins after it started
+// is judged like the others. Its own node is never judged (nor read): here
+// hv1's keepalive is silent, as if the daemon's keepalive had stalled while
+// its fencer ran on.
+TEST_F(Fencing, ANodeThatJoinsLaterIsJudgedAndTheFencersOwnNodeNever) {
+    add_node("hv1", 1);
+    add_node("hv2", 2);
+    set_live("hv2", true);
+    StateRecorder own(*session, "hv1");
+    auto ipmi = ipmitool();
+    NoRbdLockBreaker locks(log);
+    auto s = settings(0);
+    s.own_node = "hv1";
+    Fencer fencer(connect(), *ipmi, locks, log, s, 3);
+    std::atomic<int> done{0};
+    fencer.on_job_done([&](const std::string& node, FenceOutcome o, const FenceTimes&) {
+        EXPECT_EQ(node, "hv3");
+        EXPECT_EQ(o, FenceOutcome::fenced);
+        ++done;
+    });
+    fencer.start();
+    Ticker ticks(1000ms, [&] { fencer.on_tick(); });
+    std::this_thread::sleep_for(2s);
+    add_node("hv3", 3);
+    set_live("hv3", true);
+    auto& bmc = add_bmc("hv3", 3);
+    std::this_thread::sleep_for(2s);
+    set_live("hv3", false);
+    ASSERT_TRUE(eventually([&] { return done > 0; }, 30s)) << "hv3 was not fenced";
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "fenced");
+    EXPECT_EQ(bmc.power_commands().front(), "set power 0");
+    EXPECT_EQ(fencer.jobs_started(), 1);
+    EXPECT_FALSE(own.saw("dead"));
+    EXPECT_EQ(get(path("node.state.daemon", {"hv1"})), "run");
+}
+
 // The fencer and the node are paused together past the deadline (a paused
 // VM holding both, or the fencer SIGSTOPped while the node hiccups); the
 // fencer resumes first. Its first scan still sees the node's old keepalive.
