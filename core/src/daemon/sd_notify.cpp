@@ -25,25 +25,42 @@ bool parse_u64(const char* s, uint64_t& out) {
     return true;
 }
 
+// The socket and address, set up at the first call and kept: the keepalive
+// sends a WATCHDOG datagram every tick (one sendto, not socket+sendto+close).
+struct Target {
+    int fd = -1;
+    sockaddr_un addr{};
+    socklen_t len = 0;
+};
+
+const Target& target() {
+    static const Target t = [] {
+        Target t;
+        const char* path = std::getenv("NOTIFY_SOCKET");
+        if (!path || !*path) return t;
+        size_t len = std::strlen(path);
+        // Only unix sockets: a path or an abstract name ('@'); systemd's vsock
+        // form is for a service manager outside a VM, not ours.
+        if ((path[0] != '/' && path[0] != '@') || len >= sizeof t.addr.sun_path) return t;
+        t.addr.sun_family = AF_UNIX;
+        std::memcpy(t.addr.sun_path, path, len);
+        if (t.addr.sun_path[0] == '@') t.addr.sun_path[0] = '\0';
+        t.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len + (path[0] == '/' ? 1 : 0));
+        t.fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        return t;
+    }();
+    return t;
+}
+
 }  // namespace
 
 void notify(const char* state) {
-    const char* path = std::getenv("NOTIFY_SOCKET");
-    if (!path || !*path || !state) return;
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    size_t len = std::strlen(path);
-    // Only unix sockets: a path or an abstract name ('@'); systemd's vsock
-    // form is for a service manager outside a VM, not ours.
-    if ((path[0] != '/' && path[0] != '@') || len >= sizeof a.sun_path) return;
-    std::memcpy(a.sun_path, path, len);
-    if (a.sun_path[0] == '@') a.sun_path[0] = '\0';
-    socklen_t alen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len + (path[0] == '/' ? 1 : 0));
-    int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return;
-    [[maybe_unused]] auto n =
-        ::sendto(fd, state, std::strlen(state), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&a), alen);
-    ::close(fd);
+    const Target& t = target();
+    if (t.fd < 0 || !state) return;
+    // One datagram per call: sendto on a datagram socket is atomic, so
+    // threads need no lock.
+    [[maybe_unused]] auto n = ::sendto(t.fd, state, std::strlen(state), MSG_NOSIGNAL,
+                                       reinterpret_cast<const sockaddr*>(&t.addr), t.len);
 }
 
 bool watchdog_enabled(uint64_t& usec) {
