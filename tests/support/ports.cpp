@@ -41,11 +41,26 @@ int ephemeral_low() {
 
 }  // namespace
 
-int reserve_port() {
+bool claim_port(int port) {
     static std::mutex m;
     std::lock_guard l(m);
     const std::string dir = "/tmp/pvc-test-ports";
     ::mkdir(dir.c_str(), 01777);
+    std::string lock = dir + "/" + std::to_string(port);
+    int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return false;
+    // Held until this process exits (the descriptor is never closed); a
+    // second claim in this process fails too (a new open file description).
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd);
+        return false;
+    }
+    if (bindable(SOCK_STREAM, port) && bindable(SOCK_DGRAM, port)) return true;
+    ::close(fd);
+    return false;
+}
+
+int reserve_port() {
     const int high = ephemeral_low() - 1;
     const int low = std::max(1024, high - 12000);
     const int span = high - low + 1;
@@ -53,17 +68,7 @@ int reserve_port() {
     const int start = static_cast<int>(rng() % static_cast<unsigned>(span));
     for (int i = 0; i < span; ++i) {
         int port = low + (start + i) % span;
-        std::string lock = dir + "/" + std::to_string(port);
-        int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-        if (fd < 0) continue;
-        // Held until this process exits (the descriptor is never closed):
-        // a second ZooKeeper of this process gets another port too.
-        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-            ::close(fd);
-            continue;
-        }
-        if (bindable(SOCK_STREAM, port) && bindable(SOCK_DGRAM, port)) return port;
-        ::close(fd);
+        if (claim_port(port)) return port;
     }
     throw std::runtime_error("no free loopback port below the ephemeral range");
 }

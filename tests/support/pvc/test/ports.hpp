@@ -12,4 +12,8 @@ namespace pvc::test {
 // handed it too. Throws when none is left.
 int reserve_port();
 
+// Claims `port` as reserve_port() does: true when this process now holds
+// it (it was free for TCP and UDP and no other test process holds it).
+bool claim_port(int port);
+
 }  // namespace pvc::test
