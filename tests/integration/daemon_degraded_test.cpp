@@ -152,6 +152,26 @@ TEST_F(DaemonZkLoss, TakeoverInterruptedByZooKeeperLossCompletes) {
     EXPECT_EQ(d->wait(30s), 0) << log();
 }
 
+// `systemctl stop` while ZooKeeper is unreachable: every write of the
+// shutdown fails after its operation timeout, and the release of the primary
+// role, which nobody can see, is not waited for (that wait alone was 120 s and
+// took the shutdown past systemd's 180 s stop timeout, ending in SIGKILL).
+TEST_F(DaemonZkLoss, ShutdownWithZooKeeperUnreachableDoesNotWaitForASuccessor) {
+    start_daemon("hv1");
+    zk->write(path("base.config.primary_node"), "hv1");
+    ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {"hv1"})) == "primary"; }, 30s)) << log();
+    ens.kill(daemon_member);
+    std::this_thread::sleep_for(1s);
+    d->signal(SIGTERM);
+    // Each failing step costs an operation timeout (10 s); with the 120 s
+    // wait the shutdown lasted over 180 s.
+    EXPECT_NE(d->wait(150s), -1) << "still shutting down\n" << log();
+    EXPECT_NE(log().find("Could not release the primary role (ZooKeeper unavailable); not waiting for a successor"),
+              std::string::npos)
+        << log();
+    EXPECT_NE(log().find("Terminated pvcnoded"), std::string::npos) << log();
+}
+
 // ---------------------------------------------------------------- the node guard (8.6, 14.3, 14.7)
 
 class DaemonGuard : public ::testing::Test {

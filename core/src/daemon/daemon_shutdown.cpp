@@ -75,8 +75,13 @@ void Daemon::shutdown() {
     }
     if (router == "primary" && successor_may_exist()) {
         log_.info("Relinquishing primary role before shutdown");
-        zk_->write(schema::path("base.config.primary_node"), "none");
-        for (int i = 0; i < 240; ++i) {
+        // A release nobody could see (ZooKeeper unreachable) has no successor
+        // to wait for: waiting would only hold the shutdown for 120 s more,
+        // past systemd's stop timeout.
+        bool released = zk_->write(schema::path("base.config.primary_node"), "none");
+        if (!released)
+            log_.warn("Could not release the primary role (ZooKeeper unavailable); not waiting for a successor");
+        for (int i = 0; released && i < 240; ++i) {
             {
                 std::lock_guard g(state_m_);
                 if (router_state_ == "secondary") break;
