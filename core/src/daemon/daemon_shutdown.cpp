@@ -77,11 +77,14 @@ void Daemon::shutdown() {
         log_.info("Relinquishing primary role before shutdown");
         // A release nobody could see (ZooKeeper unreachable) has no successor
         // to wait for: waiting would only hold the shutdown for 120 s more,
-        // past systemd's stop timeout.
+        // past systemd's stop timeout. (A write refused while connected, by
+        // a concurrent change of the key, is still waited on: the role may
+        // be moving.)
         bool released = zk_->write(schema::path("base.config.primary_node"), "none");
-        if (!released)
+        bool unseen = !released && !zk_->connected();
+        if (unseen)
             log_.warn("Could not release the primary role (ZooKeeper unavailable); not waiting for a successor");
-        for (int i = 0; released && i < 240; ++i) {
+        for (int i = 0; !unseen && i < 240; ++i) {
             {
                 std::lock_guard g(state_m_);
                 if (router_state_ == "secondary") break;
