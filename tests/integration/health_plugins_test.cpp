@@ -5,6 +5,7 @@
 #include "health_support.hpp"
 
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -173,7 +174,10 @@ public:
                         if (n <= 0) break;
                         got.append(buf, static_cast<size_t>(n));
                     }
-                    requests_ += got;
+                    {
+                        std::lock_guard g(m_);
+                        requests_ += got;
+                    }
                     (void)!::send(c, reply_.data(), reply_.size(), MSG_NOSIGNAL);
                     ::close(c);
                 }
@@ -185,13 +189,17 @@ public:
         ::close(fd_);
     }
     bool bound() const { return bound_; }
-    // What the plugin sent (read after the pass: the thread has answered by then).
-    std::string requests() const { return requests_; }
+    // What the plugin sent (complete after the pass: the thread has answered by then).
+    std::string requests() const {
+        std::lock_guard g(m_);
+        return requests_;
+    }
 
 private:
     std::string reply_;
     int fd_ = -1;
     bool bound_ = false;
+    mutable std::mutex m_;
     std::string requests_;
     std::thread thread_;
 };

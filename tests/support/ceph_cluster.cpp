@@ -48,8 +48,6 @@ std::string trim(std::string s) {
     return s;
 }
 
-std::pair<int, int> free_port_pair() { return {reserve_port(), reserve_port()}; }
-
 bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 // Removes the directories of earlier runs whose owner is gone, killing any
@@ -210,7 +208,8 @@ struct CephCluster::Impl {
         write_file(dir / "owner", std::to_string(getpid()));
         for (const char* sub : {"run", "log", "mon", "mgr", "osd"}) fs::create_directories(dir / sub);
         fsid = trim(read_file("/proc/sys/kernel/random/uuid"));
-        std::tie(port_v2, port_v1) = free_port_pair();
+        port_v2 = reserve_port();
+        port_v1 = reserve_port();
         write_conf();
         std::string k = keyring.string();
         must({"ceph-authtool", "--create-keyring", k, "--gen-key", "-n", "mon.", "--cap", "mon", "allow *"});

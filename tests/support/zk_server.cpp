@@ -20,7 +20,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -50,8 +49,6 @@ std::string unique_name(const std::string& base) {
 }
 
 namespace {
-
-int free_port() { return reserve_port(); }
 
 // Sends a four-letter word, returns the reply ("" if the server does not answer).
 std::string four_letter(int port, const std::string& cmd) {
@@ -126,7 +123,7 @@ std::string base_config(const fs::path& data, int client_port, const std::string
 
 struct ZkServer::Impl {
     TempDir dir{"pvc-zk"};
-    int port = free_port();
+    int port = reserve_port();
     std::unique_ptr<ProcessGroup> java;
 
     void wait_ready(std::chrono::milliseconds timeout) {
@@ -179,7 +176,7 @@ struct ZkEnsemble::Impl {
 };
 
 ZkEnsemble::ZkEnsemble(int n) : impl_(std::make_unique<Impl>()) {
-    for (int i = 0; i < n; ++i) impl_->members.push_back({free_port(), free_port(), free_port(), nullptr});
+    for (int i = 0; i < n; ++i) impl_->members.push_back({reserve_port(), reserve_port(), reserve_port(), nullptr});
     std::string servers;
     for (int i = 0; i < n; ++i) {
         const auto& m = impl_->members[static_cast<size_t>(i)];

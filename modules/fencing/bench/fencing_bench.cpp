@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     s->write(path("base.config.migration_target_selector"), "mem");
     pvc::Config quiet;
     pvc::Logger log(pvc::make_log_sink(&quiet), "fencing");
-    int port = test::free_udp_port();
+    int port = pvc::test::reserve_port();
     test::Bmc bmc(dir.path() / "bmc", "127.0.0.13", port);
 
     for (int i = 1; i <= 3; ++i) {

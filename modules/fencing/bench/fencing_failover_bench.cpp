@@ -253,7 +253,7 @@ Run run_vms(const Scenario& sc, std::mt19937& rng) {
     pvc::test::TempDir dir("fencing-failover");
     auto zk = pvc::zk::Session::connect({server.hosts()});
     pvc::init_cluster(*zk);
-    const int port = pvc::fencing::test::free_udp_port();
+    const int port = pvc::test::reserve_port();
     std::vector<std::unique_ptr<pvc::fencing::test::Bmc>> bmcs;
     // Each daemon's own test-driver node: room for every VM.
     auto node_xml = dir.path() / "node.xml";

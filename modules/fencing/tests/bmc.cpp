@@ -1,11 +1,6 @@
 #include "bmc.hpp"
 
-#include "pvc/test/ports.hpp"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,8 +15,6 @@
 #include "pvc/command.hpp"
 
 namespace pvc::fencing::test {
-
-int free_udp_port() { return pvc::test::reserve_port(); }
 
 Bmc::Bmc(std::filesystem::path dir, std::string address, int port, std::string password)
     : dir_(std::move(dir)), address_(std::move(address)), port_(port) {

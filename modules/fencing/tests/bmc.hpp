@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-namespace pvc::fencing::test {
+// A BMC port: pvc::test::reserve_port() (one per test fixture; each BMC has its own address).
+#include "pvc/test/ports.hpp"
 
-// A UDP port free on 127.0.0.1 now (one per test fixture; each BMC has its own address).
-int free_udp_port();
+namespace pvc::fencing::test {
 
 class Bmc {
 public:

@@ -33,7 +33,7 @@ protected:
     pvc::test::ZkServer server;
     pvc::test::TempDir dir{"fencing-daemon"};
     std::shared_ptr<pvc::zk::Session> zk;
-    int port = pvc::fencing::test::free_udp_port();
+    int port = pvc::test::reserve_port();
 
     void SetUp() override {
         zk = pvc::zk::Session::connect({server.hosts()});

@@ -62,7 +62,7 @@ protected:
     pvc::test::TempDir dir{"fencing"};
     pvc::test::ZkServer zk;
     std::shared_ptr<pvc::zk::Session> session;
-    int port = test::free_udp_port();
+    int port = pvc::test::reserve_port();
     pvc::Logger log;
     std::map<std::string, std::unique_ptr<test::Bmc>> bmcs;
     std::mutex live_m;
