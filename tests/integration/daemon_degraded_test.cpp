@@ -172,6 +172,43 @@ TEST_F(DaemonZkLoss, ShutdownWithZooKeeperUnreachableDoesNotWaitForASuccessor) {
     EXPECT_NE(log().find("Terminated pvcnoded"), std::string::npos) << log();
 }
 
+// `systemctl stop` while the node is taking the primary role over (here
+// waiting for the old primary's lock): the takeover is completed, then the
+// role is handed on as any primary's is, never left half-done with
+// /config/primary_node naming a stopped node.
+TEST_F(DaemonZkLoss, ShutdownDuringATakeoverCompletesItAndHandsTheRoleOn) {
+    start_daemon("hv2");
+    // hvz, the old primary, is a coordinator in run (a successor may exist).
+    zk->ensure_path(path("node.mode", {"hvz"}));
+    zk->ensure_path(path("node.state.daemon", {"hvz"}));
+    ASSERT_TRUE(zk->write({{path("node.mode", {"hvz"}), "coordinator"}, {path("node.state.daemon", {"hvz"}), "run"}}));
+    const std::string key = path("base.config.primary_node");
+    auto held = std::make_unique<pvc::zk::Lock>(zk, key, pvc::zk::LockKind::exclusive);
+    ASSERT_TRUE(held->acquire(5s));
+    zk->write(key, "hv2");
+    ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {"hv2"})) == "takeover"; }, 10s)) << log();
+    ASSERT_TRUE(eventually([&] { return contenders(*zk, key).size() >= 2; }, 5s)) << "the takeover never waited";
+    d->signal(SIGTERM);
+    ASSERT_TRUE(eventually([&] { return log().find("Completing the primary takeover in progress") != std::string::npos; },
+                           5s))
+        << log();
+    held.reset();
+    // Completed, then released to the other coordinator...
+    EXPECT_TRUE(eventually([&] { return read(*zk, key) == "none"; }, 20s)) << log();
+    EXPECT_NE(log().find("Node is now primary"), std::string::npos) << log();
+    // ... which takes it: the node relinquishes and ends.
+    zk->write(key, "hvz");
+    EXPECT_EQ(d->wait(60s), 0) << log();
+    std::string l = log();
+    auto primary_at = l.find("Node is now primary");
+    auto release_at = l.find("Relinquishing primary role before shutdown");
+    EXPECT_LT(primary_at, release_at) << l;
+    EXPECT_NE(release_at, std::string::npos) << l;
+    EXPECT_EQ(read(*zk, path("node.state.router", {"hv2"})), "secondary") << l;
+    EXPECT_EQ(read(*zk, path("node.state.daemon", {"hv2"})), "stop") << l;
+    EXPECT_EQ(read(*zk, key), "hvz");
+}
+
 // ---------------------------------------------------------------- the node guard (8.6, 14.3, 14.7)
 
 class DaemonGuard : public ::testing::Test {

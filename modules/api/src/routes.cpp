@@ -284,6 +284,10 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
 
 std::string Api::read_key(const std::string& p) { return zk_->get(p).value_or(""); }
 
+void Api::settle(const std::vector<zk::KeyValue>& kvs) {
+    for (const auto& [k, v] : kvs) settle(k, v);
+}
+
 void Api::settle(const std::string& p, const std::optional<std::string>& value) {
     if (is_excluded(p)) return;  // not mirrored (a console log)
     auto until = Clock::now() + 2s;
@@ -607,8 +611,8 @@ HttpResponse Api::vm_define(Ctx& c) {
     }
     figures_.vm_action("define", std::chrono::duration<double>(Clock::now() - t0).count());
     // Read-your-writes: the view holds every key of the new VM before the answer.
-    for (const auto& [k, v] : client::vm_define_keys(def)) settle(k, v);
-    for (const auto& [t, prot] : def.tags) settle(path("tag.protected", {uuid, t}), zk::py_bool(prot));
+    settle(client::vm_define_keys(def));
+    for (const auto& [t, prot] : def.tags) settle(client::vm_tag_keys(uuid, t, zk::py_bool(prot)));
     return message(200, "Added new VM with Name '" + x.name + "' and UUID '" + uuid + "' to database.");
 }
 
@@ -879,7 +883,7 @@ HttpResponse Api::vm_meta_post(Ctx& c) {
     if (auto v = c.p("migration_method")) kvs.emplace_back(path("domain.meta.migrate_method", {*u}), lower(*v));
     if (kvs.empty()) return message(400, "ERROR: No updates to apply.");
     if (!zk_->write(kvs)) return message(500, "Internal Server Error");
-    settle(kvs.back().first, kvs.back().second);
+    settle(kvs);
     return message(200, "Successfully modified PVC metadata of VM '" + vm + "'.");
 }
 
@@ -907,8 +911,9 @@ HttpResponse Api::vm_tags_post(Ctx& c) {
     if (!client::is_safe_name(*tag) || tag->size() > 255) return param_error("tag", "Invalid tag name");
     if (action == "add") {
         std::string prot = c.p("protected").value_or("False");
-        if (!zk_->write(client::vm_tag_keys(*u, *tag, prot))) return message(500, "Internal Server Error");
-        settle(path("tag.protected", {*u, *tag}), prot);
+        auto kvs = client::vm_tag_keys(*u, *tag, prot);
+        if (!zk_->write(kvs)) return message(500, "Internal Server Error");
+        settle(kvs);  // every key: the view's watches answer in no set order
         return message(200, "Successfully added tag '" + *tag + "' to VM '" + vm + "'.");
     }
     if (!zk_->exists(path("tag.name", {*u, *tag}))) return message(400, "The tag '" + *tag + "' does not exist.");

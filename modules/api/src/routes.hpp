@@ -85,6 +85,7 @@ private:
                                              const std::string& current);
     // Waits until the view shows `path` = `value` (or absent when nullopt), at most 2 s: read-your-writes.
     void settle(const std::string& path, const std::optional<std::string>& value);
+    void settle(const std::vector<zk::KeyValue>& kvs);
     std::string read_key(const std::string& path);  // ZooKeeper itself, "" when absent
     // The relayed exporters (api.md §4); nullopt when unreachable.
     std::optional<std::string> ceph_exporter();
