@@ -284,17 +284,26 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
 
 std::string Api::read_key(const std::string& p) { return zk_->get(p).value_or(""); }
 
-void Api::settle(const std::vector<zk::KeyValue>& kvs) {
-    for (const auto& [k, v] : kvs) settle(k, v);
+void Api::settle(const std::string& p, const std::optional<std::string>& value) {
+    settle(std::vector<std::pair<std::string, std::optional<std::string>>>{{p, value}});
 }
 
-void Api::settle(const std::string& p, const std::optional<std::string>& value) {
-    if (is_excluded(p)) return;  // not mirrored (a console log)
-    auto until = Clock::now() + 2s;
+void Api::settle(const std::vector<zk::KeyValue>& kvs) {
+    std::vector<std::pair<std::string, std::optional<std::string>>> want(kvs.begin(), kvs.end());
+    settle(want);
+}
+
+void Api::settle(const std::vector<std::pair<std::string, std::optional<std::string>>>& want) {
+    auto until = Clock::now() + 2s;  // one bound for all the keys
     while (Clock::now() < until) {
         {
             auto r = view_.read();
-            if (value ? r.get(p) == value : !r.exists(p)) return;
+            bool all = std::all_of(want.begin(), want.end(), [&](const auto& kv) {
+                const auto& [p, value] = kv;
+                if (is_excluded(p)) return true;  // not mirrored (a console log)
+                return value ? r.get(p) == value : !r.exists(p);
+            });
+            if (all) return;
         }
         std::this_thread::sleep_for(5ms);
     }
@@ -611,8 +620,12 @@ HttpResponse Api::vm_define(Ctx& c) {
     }
     figures_.vm_action("define", std::chrono::duration<double>(Clock::now() - t0).count());
     // Read-your-writes: the view holds every key of the new VM before the answer.
-    settle(client::vm_define_keys(def));
-    for (const auto& [t, prot] : def.tags) settle(client::vm_tag_keys(uuid, t, zk::py_bool(prot)));
+    auto keys = client::vm_define_keys(def);
+    for (const auto& [t, prot] : def.tags) {
+        auto tag = client::vm_tag_keys(uuid, t, zk::py_bool(prot));
+        keys.insert(keys.end(), tag.begin(), tag.end());
+    }
+    settle(keys);
     return message(200, "Added new VM with Name '" + x.name + "' and UUID '" + uuid + "' to database.");
 }
 
@@ -913,7 +926,7 @@ HttpResponse Api::vm_tags_post(Ctx& c) {
         std::string prot = c.p("protected").value_or("False");
         auto kvs = client::vm_tag_keys(*u, *tag, prot);
         if (!zk_->write(kvs)) return message(500, "Internal Server Error");
-        settle(kvs);  // every key: the view's watches answer in no set order
+        settle(kvs);
         return message(200, "Successfully added tag '" + *tag + "' to VM '" + vm + "'.");
     }
     if (!zk_->exists(path("tag.name", {*u, *tag}))) return message(400, "The tag '" + *tag + "' does not exist.");

@@ -85,7 +85,9 @@ private:
                                              const std::string& current);
     // Waits until the view shows `path` = `value` (or absent when nullopt), at most 2 s: read-your-writes.
     void settle(const std::string& path, const std::optional<std::string>& value);
+    // The same for every key at once (the view's watches answer in no set order), one 2 s bound.
     void settle(const std::vector<zk::KeyValue>& kvs);
+    void settle(const std::vector<std::pair<std::string, std::optional<std::string>>>& want);
     std::string read_key(const std::string& path);  // ZooKeeper itself, "" when absent
     // The relayed exporters (api.md §4); nullopt when unreachable.
     std::optional<std::string> ceph_exporter();
