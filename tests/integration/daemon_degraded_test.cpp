@@ -96,6 +96,17 @@ protected:
         ASSERT_EQ(read(*zk, path("node.state.router", {node})), "secondary");
     }
     std::string log() { return slurp(o.base_dir / "out.log") + slurp(o.base_dir / "out.log.err"); }
+    // The old primary's lock is still held (`held`): `node`'s takeover, once
+    // asked for, waits in phase 0.
+    void takeover_waiting_on_the_old_primary(const std::string& node) {
+        const std::string key = path("base.config.primary_node");
+        held = std::make_unique<pvc::zk::Lock>(zk, key, pvc::zk::LockKind::exclusive);
+        ASSERT_TRUE(held->acquire(5s));
+        zk->write(key, node);
+        ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {node})) == "takeover"; }, 10s))
+            << log();
+        ASSERT_TRUE(eventually([&] { return contenders(*zk, key).size() >= 2; }, 5s)) << "the takeover never waited";
+    }
 
     pvc::test::ZkEnsemble ens{3};
     int daemon_member = 0, test_member = 1;
@@ -103,6 +114,7 @@ protected:
     std::shared_ptr<pvc::zk::Session> zk;
     pvc::test::NodeConfigOptions o;
     std::unique_ptr<DaemonProcess> d;
+    std::unique_ptr<pvc::zk::Lock> held;
 };
 
 TEST_F(DaemonZkLoss, ContentionInterruptedByZooKeeperLossIsRetriedAndTheRoleSettles) {
@@ -132,13 +144,8 @@ TEST_F(DaemonZkLoss, ContentionInterruptedByZooKeeperLossIsRetriedAndTheRoleSett
 
 TEST_F(DaemonZkLoss, TakeoverInterruptedByZooKeeperLossCompletes) {
     start_daemon("hv2");
-    const std::string key = path("base.config.primary_node");
-    // The old primary's lock is still held: the takeover waits in phase 0.
-    auto held = std::make_unique<pvc::zk::Lock>(zk, key, pvc::zk::LockKind::exclusive);
-    ASSERT_TRUE(held->acquire(5s));
-    zk->write(key, "hv2");
-    ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {"hv2"})) == "takeover"; }, 10s)) << log();
-    ASSERT_TRUE(eventually([&] { return contenders(*zk, key).size() >= 2; }, 5s)) << "the takeover never waited";
+    takeover_waiting_on_the_old_primary("hv2");
+    if (HasFatalFailure()) return;
     ens.kill(daemon_member);
     held.reset();
     std::this_thread::sleep_for(4s);
@@ -182,12 +189,9 @@ TEST_F(DaemonZkLoss, ShutdownDuringATakeoverCompletesItAndHandsTheRoleOn) {
     zk->ensure_path(path("node.mode", {"hvz"}));
     zk->ensure_path(path("node.state.daemon", {"hvz"}));
     ASSERT_TRUE(zk->write({{path("node.mode", {"hvz"}), "coordinator"}, {path("node.state.daemon", {"hvz"}), "run"}}));
+    takeover_waiting_on_the_old_primary("hv2");
+    if (HasFatalFailure()) return;
     const std::string key = path("base.config.primary_node");
-    auto held = std::make_unique<pvc::zk::Lock>(zk, key, pvc::zk::LockKind::exclusive);
-    ASSERT_TRUE(held->acquire(5s));
-    zk->write(key, "hv2");
-    ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {"hv2"})) == "takeover"; }, 10s)) << log();
-    ASSERT_TRUE(eventually([&] { return contenders(*zk, key).size() >= 2; }, 5s)) << "the takeover never waited";
     d->signal(SIGTERM);
     ASSERT_TRUE(eventually([&] { return log().find("Completing the primary takeover in progress") != std::string::npos; },
                            5s))
