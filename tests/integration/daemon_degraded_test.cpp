@@ -213,6 +213,34 @@ TEST_F(DaemonZkLoss, ShutdownDuringATakeoverCompletesItAndHandsTheRoleOn) {
     EXPECT_EQ(read(*zk, key), "hvz");
 }
 
+// `systemctl stop` while the primary is handing its role over (here its
+// relinquish waits for the new primary's hand-over lock): the relinquish is
+// completed (its part of every phase done, the node `secondary`), never left
+// half-done.
+TEST_F(DaemonZkLoss, ShutdownDuringARelinquishCompletesIt) {
+    start_daemon("hv1");
+    const std::string key = path("base.config.primary_node");
+    zk->write(key, "hv1");
+    ASSERT_TRUE(eventually([&] { return log().find("Node is now primary") != std::string::npos; }, 30s)) << log();
+    // The new primary (played here) holds the hand-over's write lock.
+    const std::string sync = path("base.config.primary_node.sync_lock");
+    held = std::make_unique<pvc::zk::Lock>(zk, sync, pvc::zk::LockKind::write);
+    ASSERT_TRUE(held->acquire(5s));
+    zk->write(key, "hvz");
+    ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {"hv1"})) == "relinquish"; }, 10s))
+        << log();
+    ASSERT_TRUE(eventually([&] { return contenders(*zk, sync).size() >= 2; }, 5s)) << "the relinquish never waited";
+    d->signal(SIGTERM);
+    ASSERT_TRUE(
+        eventually([&] { return log().find("Completing the primary relinquish in progress") != std::string::npos; }, 5s))
+        << log();
+    held.reset();
+    EXPECT_EQ(d->wait(60s), 0) << log();
+    EXPECT_NE(log().find("Node is now secondary"), std::string::npos) << log();
+    EXPECT_EQ(read(*zk, path("node.state.router", {"hv1"})), "secondary") << log();
+    EXPECT_EQ(read(*zk, path("node.state.daemon", {"hv1"})), "stop") << log();
+}
+
 // ---------------------------------------------------------------- the node guard (8.6, 14.3, 14.7)
 
 class DaemonGuard : public ::testing::Test {

@@ -12,7 +12,7 @@
 namespace pvc {
 
 namespace {
-constexpr std::chrono::seconds takeover_wait_at_shutdown{30};
+constexpr std::chrono::seconds handover_wait_at_shutdown{30};
 }
 
 void Daemon::request_shutdown() {
@@ -73,22 +73,25 @@ void Daemon::shutdown() {
 
     // Hand the primary role over if another node can take it (§4 step 4).
     std::string router = cached_router_state();
-    // A takeover in progress (the role was given to us) is completed first,
-    // then handed on as any primary role is: left half-done, the cluster
-    // would keep /config/primary_node naming a stopped node and nobody
-    // primary. Bounded: a takeover that cannot complete (ZooKeeper
-    // unreachable, the old primary's lock held) is given up, as before.
-    if (router == "takeover") {
-        log_.info("Completing the primary takeover in progress before shutdown (at most {} s)",
-                  takeover_wait_at_shutdown.count());
-        auto until = std::chrono::steady_clock::now() + takeover_wait_at_shutdown;
-        while (router == "takeover" && std::chrono::steady_clock::now() < until) {
+    // A hand-over in progress is completed first. A takeover (the role was
+    // given to us) is then handed on as any primary role is: left half-done,
+    // the cluster would keep /config/primary_node naming a stopped node and
+    // nobody primary. A relinquish left half-done would leave the router's
+    // addresses here while the new primary adds them. Bounded: one that
+    // cannot complete (ZooKeeper unreachable, a peer's lock held) is given
+    // up, as before.
+    if (router == "takeover" || router == "relinquish") {
+        const std::string moving = router;
+        log_.info("Completing the primary {} in progress before shutdown (at most {} s)", moving,
+                  handover_wait_at_shutdown.count());
+        auto until = std::chrono::steady_clock::now() + handover_wait_at_shutdown;
+        while (router == moving && std::chrono::steady_clock::now() < until) {
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
             router = cached_router_state();
         }
-        if (router == "takeover")
-            log_.warn("The primary takeover did not complete within {} s; shutting down with it unfinished",
-                      takeover_wait_at_shutdown.count());
+        if (router == moving)
+            log_.warn("The primary {} did not complete within {} s; shutting down with it unfinished", moving,
+                      handover_wait_at_shutdown.count());
     }
     if (router == "primary" && successor_may_exist()) {
         log_.info("Relinquishing primary role before shutdown");
