@@ -14,6 +14,7 @@
 #include "pvc/schema.hpp"
 #include "pvc/test/daemon_process.hpp"
 #include "pvc/test/node_config.hpp"
+#include "pvc/test/ports.hpp"
 #include "pvc/test/zk_server.hpp"
 
 using namespace pvc;
@@ -27,7 +28,11 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const std::string token = "daemon-t0ken-77ab";
-constexpr uint16_t api_port = 17370;
+// Reserved for this test process (no other test beside it gets it).
+uint16_t api_port() {
+    static const auto port = static_cast<uint16_t>(pvc::test::reserve_port());
+    return port;
+}
 
 std::string address_of(const std::string& node) { return node == "hv1" ? "127.0.0.11" : "127.0.0.12"; }
 
@@ -77,7 +82,7 @@ protected:
         std::string yaml = pvc::test::node_config_yaml(o);
         replace(yaml, "enable_api: false", "enable_api: true");
         replace(yaml, "  cluster:\n", "  api:\n    listen_address: " + address_of(node) + "\n    listen_port: " +
-                                          std::to_string(api_port) + "\n    authentication:\n      enabled: true\n"
+                                          std::to_string(api_port()) + "\n    authentication:\n      enabled: true\n"
                                           "      tokens:\n        - description: tests\n          token: " + token + "\n"
                                           "  cluster:\n");
         std::filesystem::create_directories(o.base_dir);
@@ -103,7 +108,7 @@ protected:
         c.body = body;
         if (!body.empty()) c.content_type = "application/x-www-form-urlencoded";
         c.api_key = token;
-        return request(address_of(node), api_port, c);
+        return request(address_of(node), api_port(), c);
     }
     bool running_on(const std::string& node, const std::string& uuid) {
         return value("node.running_domains", {node}).find(uuid) != std::string::npos;
@@ -136,7 +141,7 @@ TEST_F(ApiDaemon, TheApiFollowsThePrimaryWithinTwoSecondsAndTheOldOneStopsListen
     ASSERT_TRUE(eventually([&] { return value("node.state.router", {"hv1"}) == "primary"; }, 30s)) << log_of("hv1");
     start("hv2");
     ASSERT_TRUE(eventually([&] { return api("hv1", "GET", "/node").status == 200; }, 5s)) << log_of("hv1");
-    EXPECT_FALSE(listening(address_of("hv2"), api_port)) << "a secondary does not listen";
+    EXPECT_FALSE(listening(address_of("hv2"), api_port())) << "a secondary does not listen";
 
     // The hand-over, asked through the API itself.
     auto r = api("hv1", "POST", "/node/hv2/coordinator-state?state=primary");
@@ -146,7 +151,7 @@ TEST_F(ApiDaemon, TheApiFollowsThePrimaryWithinTwoSecondsAndTheOldOneStopsListen
     ASSERT_TRUE(eventually([&] { return api("hv2", "GET", "/status").status == 200; }, 5s));
     auto answered = Clock::now() - published;
     EXPECT_LE(answered, pvc::test::scaled(2s)) << std::chrono::duration<double>(answered).count() << " s";
-    EXPECT_TRUE(eventually([&] { return !listening(address_of("hv1"), api_port); }, 2s)) << "the old primary still listens";
+    EXPECT_TRUE(eventually([&] { return !listening(address_of("hv1"), api_port()); }, 2s)) << "the old primary still listens";
     EXPECT_EQ(api("hv2", "GET", "/status").json()["primary_node"], "hv2");
     std::printf("[ figure ] API answered on the new primary %.3f s after its router state became primary\n",
                 std::chrono::duration<double>(answered).count());
@@ -164,7 +169,7 @@ TEST_F(ApiDaemon, TheApiFollowsThePrimaryWithinTwoSecondsAndTheOldOneStopsListen
     };
     std::string daemon;
     ASSERT_TRUE(eventually([&] {
-        daemon = request(address_of("hv2"), api_port, Call{"GET", "/api/v1/metrics/daemon", "", "", std::nullopt}).body;
+        daemon = request(address_of("hv2"), api_port(), Call{"GET", "/api/v1/metrics/daemon", "", "", std::nullopt}).body;
         return figure(daemon, "pvcnoded_zookeeper_latency_seconds") > 0 && figure(daemon, "pvcnoded_keepalive_interval_seconds") > 0;
     }, 10s)) << daemon;
     EXPECT_GT(figure(daemon, "pvcnoded_api_requests"), 0) << daemon;
@@ -261,7 +266,7 @@ TEST_F(ApiDaemon, AnOperatorsWalkOverHttpLeavesTheKeysOfTheSameWalkThroughPvc) {
 TEST_F(ApiDaemon, CheckConfigReportsTheApiBlocksProblemsWithTheirKeys) {
     auto file = config_of("hv1");
     std::string yaml = slurp(file);
-    replace(yaml, "listen_port: " + std::to_string(api_port), "listen_port: 99999\n    colour: blue");
+    replace(yaml, "listen_port: " + std::to_string(api_port()), "listen_port: 99999\n    colour: blue");
     std::ofstream(file) << yaml;
     auto r = pvc::test::run_command({pvc::test::pvcnoded_binary(), "--check-config", file.string()});
     EXPECT_EQ(r.status, 78) << r.out << r.err;

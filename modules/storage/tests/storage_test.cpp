@@ -19,6 +19,7 @@
 #include "pvc/test/ceph_cluster.hpp"
 #include "pvc/test/daemon_process.hpp"
 #include "pvc/test/node_config.hpp"
+#include "pvc/test/ports.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "rbd_lock_service.hpp"
 #include "rbd_volume_service.hpp"
@@ -615,10 +616,11 @@ TEST_F(StorageDaemon, ApiRemovesAVmWithItsVolumeThroughTheStorageModulesService)
     ASSERT_TRUE(session->write({{k("domain.name"), "apivm"}, {k("domain.xml"), xml}, {k("domain.state"), "stop"},
                                 {k("domain.node"), name}, {k("domain.storage.volumes"), "vms/apivm_disk0"}}));
     auto cfg = daemon_config(name, "127.0.0.1/8", false, 3);
+    const std::string api_port = std::to_string(pvc::test::reserve_port());
     {
         std::string yaml = slurp(cfg);
         replace(yaml, "enable_api: false", "enable_api: true");
-        replace(yaml, "  cluster:\n", "  api:\n    listen_address: 127.0.0.77\n    listen_port: 17377\n"
+        replace(yaml, "  cluster:\n", "  api:\n    listen_address: 127.0.0.77\n    listen_port: " + api_port + "\n"
                                       "    authentication:\n      enabled: true\n      tokens:\n"
                                       "        - description: tests\n          token: " + token + "\n  cluster:\n");
         std::ofstream(cfg) << yaml;
@@ -632,11 +634,11 @@ TEST_F(StorageDaemon, ApiRemovesAVmWithItsVolumeThroughTheStorageModulesService)
     auto del = [&] {
         return pvc::test::run_python(
             "import sys, urllib.request, urllib.error\n"
-            "r = urllib.request.Request('http://127.0.0.77:17377/api/v1/vm/apivm?delete_disks=true', method='DELETE',"
-            " headers={'X-Api-Key': sys.argv[1]})\n"
+            "r = urllib.request.Request('http://127.0.0.77:' + sys.argv[2] + '/api/v1/vm/apivm?delete_disks=true',"
+            " method='DELETE', headers={'X-Api-Key': sys.argv[1]})\n"
             "try:\n    resp = urllib.request.urlopen(r, timeout=60); sys.stdout.write(str(resp.status) + ' ' + resp.read().decode())\n"
             "except urllib.error.HTTPError as e:\n    sys.stdout.write(str(e.code) + ' ' + e.read().decode())\n",
-            {token});
+            {token, api_port});
     };
     pvc::test::ProcResult r{};
     ASSERT_TRUE(eventually([&] {
