@@ -12,7 +12,11 @@
 namespace pvc {
 
 namespace {
-constexpr std::chrono::seconds handover_wait_at_shutdown{30};
+// The hand-over at shutdown, both waits together (a hand-over in progress
+// completed, then a successor), as the reference's 120 s: with the rest of
+// the shutdown inside systemd's 180 s stop timeout.
+constexpr std::chrono::seconds handover_bound_at_shutdown{120};
+constexpr std::chrono::seconds handover_wait_at_shutdown{30};  // of which completing one in progress
 }
 
 void Daemon::request_shutdown() {
@@ -73,6 +77,7 @@ void Daemon::shutdown() {
 
     // Hand the primary role over if another node can take it (§4 step 4).
     std::string router = cached_router_state();
+    const auto handover_until = std::chrono::steady_clock::now() + handover_bound_at_shutdown;
     // A hand-over in progress is completed first. A takeover (the role was
     // given to us) is then handed on as any primary role is: left half-done,
     // the cluster would keep /config/primary_node naming a stopped node and
@@ -104,13 +109,8 @@ void Daemon::shutdown() {
         bool unseen = !released && !zk_->connected();
         if (unseen)
             log_.warn("Could not release the primary role (ZooKeeper unavailable); not waiting for a successor");
-        for (int i = 0; !unseen && i < 240; ++i) {
-            {
-                std::lock_guard g(state_m_);
-                if (router_state_ == "secondary") break;
-            }
+        while (!unseen && std::chrono::steady_clock::now() < handover_until && cached_router_state() != "secondary")
             std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        }
     }
 
     // Stop the keepalive and run one last tick (it keeps `shutdown`).
