@@ -1,5 +1,8 @@
 #include "http_client.hpp"
 
+#include <chrono>
+#include <stdexcept>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -42,6 +45,17 @@ std::string form(const std::vector<std::pair<std::string, std::string>>& kv) {
     return out;
 }
 
+// Every step of an exchange (connect, TLS handshake, write, read) is bounded:
+// a server that never answers fails the call with an error naming the step,
+// instead of hanging the test until ctest's timeout. Synchronous Asio reads
+// ignore socket timeouts, so the steps run asynchronously on the connection's
+// own io_context for at most kStepDeadline each.
+constexpr std::chrono::seconds kStepDeadline{120};
+
+struct DeadlinePassed : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 struct Connection::Impl {
     std::string host;
     uint16_t port;
@@ -52,18 +66,41 @@ struct Connection::Impl {
     std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
     beast::flat_buffer buffer;
 
+    beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*secure) : *plain; }
+
+    // Starts an asynchronous step with a completion handler and runs it to its
+    // end or the deadline; an error or the deadline throws.
+    template <class Start>
+    void bounded(const char* step, Start&& start) {
+        bool done = false;
+        boost::system::error_code result;
+        start([&](boost::system::error_code ec, auto&&...) {
+            result = ec;
+            done = true;
+        });
+        ioc.restart();
+        ioc.run_for(kStepDeadline);
+        if (!done) {
+            lowest().socket().close();  // the pending step completes with operation_aborted
+            ioc.restart();
+            ioc.run();
+            throw DeadlinePassed(std::string("HTTP client: no ") + step + " within " +
+                                     std::to_string(kStepDeadline.count()) + " s");
+        }
+        if (result) throw boost::system::system_error(result, std::string("HTTP client: ") + step);
+    }
+
     void connect() {
         tcp::resolver resolver(ioc);
         auto results = resolver.resolve(host, std::to_string(port));
         if (tls) {
             ctx.set_verify_mode(ssl::verify_none);
             secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(ioc, ctx);
-            beast::get_lowest_layer(*secure).connect(results);
-            secure->handshake(ssl::stream_base::client);
         } else {
             plain = std::make_unique<beast::tcp_stream>(ioc);
-            plain->connect(results);
         }
+        bounded("connection", [&](auto h) { lowest().async_connect(results, h); });
+        if (tls) bounded("TLS handshake", [&](auto h) { secure->async_handshake(ssl::stream_base::client, h); });
         buffer.clear();
     }
     template <class S>
@@ -74,10 +111,10 @@ struct Connection::Impl {
         if (c.api_key) req.set("X-Api-Key", *c.api_key);
         req.body() = c.body;
         req.prepare_payload();
-        http::write(s, req);
+        bounded("request sent", [&](auto h) { http::async_write(s, req, h); });
         http::response_parser<http::string_body> parser;
         parser.body_limit(1024ULL * 1024 * 1024);
-        http::read(s, buffer, parser);
+        bounded("reply", [&](auto h) { http::async_read(s, buffer, parser, h); });
         auto& res = parser.get();
         Reply r;
         r.status = res.result_int();
@@ -94,7 +131,11 @@ struct Connection::Impl {
             try {
                 if (!plain && !secure) connect();
                 return tls ? exchange(*secure, c) : exchange(*plain, c);
-            } catch (const std::exception&) {
+            } catch (const DeadlinePassed&) {
+                plain.reset();
+                secure.reset();
+                throw;  // a server that does not answer is not asked again
+            } catch (const std::exception&) {  // a kept connection the server had closed
                 plain.reset();
                 secure.reset();
                 if (attempt == 1) throw;
