@@ -39,6 +39,13 @@ std::optional<std::vector<unsigned char>> address(const std::string& text, int f
     return std::vector<unsigned char>(buf, buf + (family == AF_INET ? 4 : 16));
 }
 
+// An address's canonical text (inet_ntop: what the kernel reports).
+std::string canonical(const std::vector<unsigned char>& bytes, int family) {
+    char text[INET6_ADDRSTRLEN];
+    if (!inet_ntop(family, bytes.data(), text, sizeof text)) throw std::runtime_error("inet_ntop failed");
+    return text;
+}
+
 struct Subnet {
     std::vector<unsigned char> bytes;
     unsigned prefix = 0;
@@ -89,7 +96,11 @@ std::string check_family(const NetworkKeys& keys, const char* net_key, const cha
         if (!gw) return fmt::format("{} '{}' is not an address", gw_key, *gw_out);
         if (!net) return fmt::format("{} '{}' is set without {}", gw_key, *gw_out, net_key);
         if (!net->contains(*gw)) return fmt::format("{} '{}' is outside {} '{}'", gw_key, *gw_out, net_key, *net_out);
+        gw_out = canonical(*gw, family);
     }
+    // The kernel's text for them (lower case, zeros compressed), so that a
+    // gateway written "FD00::0001" is found among the link's addresses.
+    if (net) net_out = canonical(net->bytes, family) + "/" + std::to_string(net->prefix);
     return "";
 }
 
@@ -222,13 +233,30 @@ LinkPlan plan_links(const ClientNetwork& n, const std::string& parent, unsigned 
     return p;
 }
 
-ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan) {
+ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan, const std::set<std::string>& host_devices) {
     ReconcileResult r;
+    // Names PVC does not own here: refused before anything is changed, so a
+    // host device is never deleted, re-enslaved or given another MTU.
+    for (const std::string* name : {&plan.base, &plan.bridge})
+        if (host_devices.count(*name))
+            throw LinkConflict(*name + " is a host device of this node's configuration: not used for a client network");
     auto parent = nl.link(plan.parent);
     if (!parent) throw std::runtime_error("parent device " + plan.parent + " does not exist");
 
     const char* kind = plan.type == NetType::managed ? "vxlan" : "vlan";
     auto base = nl.link(plan.base);
+    auto bridge = nl.link(plan.bridge);
+    if (bridge && bridge->kind != "bridge")
+        throw LinkConflict(fmt::format("{} exists and is not a bridge (kind '{}'): not PVC's, left alone", plan.bridge,
+                                       bridge->kind));
+    if (base && base->kind != kind)
+        throw LinkConflict(fmt::format("{} exists and is not a {} link (kind '{}'): not PVC's, left alone", plan.base,
+                                       kind, base->kind));
+    if (base && base->master && (!bridge || base->master != bridge->ifindex)) {
+        auto master = nl.link(base->master);
+        throw LinkConflict(fmt::format("{} is a port of {}: not PVC's, left alone", plan.base,
+                                       master ? master->name : "bridge #" + std::to_string(base->master)));
+    }
     if (base) {
         bool right = base->kind == kind && base->id == plan.vni && base->parent == parent->ifindex &&
                      (plan.type != NetType::managed || base->port == plan.port);
@@ -251,12 +279,6 @@ ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan) {
         r.changes.push_back("created " + plan.base);
     }
 
-    auto bridge = nl.link(plan.bridge);
-    if (bridge && bridge->kind != "bridge") {
-        r.changes.push_back(fmt::format("replaced {} (kind {})", plan.bridge, bridge->kind));
-        nl.remove(plan.bridge);
-        bridge.reset();
-    }
     if (!bridge) {
         LinkPtr l = bridge_link(plan.bridge);
         nl.add(l.get());
@@ -324,21 +346,67 @@ std::optional<std::string> client_link_vni(const LinkState& link) {
     return std::nullopt;
 }
 
-std::vector<std::string> remove_orphan_links(Netlink& nl, const std::set<std::string>& wanted,
-                                             const std::set<std::string>& keep) {
-    std::vector<LinkState> orphans;
-    for (const LinkState& l : nl.links()) {
+SweepResult plan_orphan_sweep(const std::vector<LinkState>& links, const SweepInput& in) {
+    auto ifindex_of = [&](const std::optional<std::string>& name) {
+        if (!name) return 0;
+        for (const LinkState& l : links)
+            if (l.name == *name) return l.ifindex;
+        return 0;
+    };
+    const int cluster = ifindex_of(in.cluster_device), bridge_dev = ifindex_of(in.bridge_device);
+    // Why a base link named like PVC's is not PVC's ("" if it is), its master aside.
+    auto base_problem = [&](const LinkState& l, const std::string& vni) -> std::string {
+        if (std::to_string(l.id) != vni) return fmt::format("id {}", l.id);
+        if (l.kind == "vxlan") {
+            if (l.port != in.port) return fmt::format("UDP port {}", l.port);
+            if (!cluster || l.parent != cluster) return "not over the cluster device";
+        } else if (!bridge_dev || l.parent != bridge_dev) {
+            return "not on bridge_device";
+        }
+        return "";
+    };
+    SweepResult out;
+    std::set<int> bridges;  // ifindexes of the bridges removed
+    for (const LinkState& l : links) {
         auto vni = client_link_vni(l);
-        if (vni && !wanted.count(*vni) && !keep.count(l.name)) orphans.push_back(l);
+        if (!vni || l.kind != "bridge" || in.wanted.count(*vni) || in.keep.count(l.name)) continue;
+        std::string why;
+        for (const LinkState& p : links) {
+            if (p.master != l.ifindex) continue;
+            bool ours = (p.name == "vxlan" + *vni || p.name == "vlan" + *vni) && client_link_vni(p) &&
+                        base_problem(p, *vni).empty() && !in.keep.count(p.name);
+            if (!ours && p.kind != "tun") {
+                why = "has port " + p.name;
+                break;
+            }
+        }
+        if (why.empty()) {
+            bridges.insert(l.ifindex);
+            out.removed.push_back(l.name);
+        } else {
+            out.left.push_back(fmt::format("{} ({})", l.name, why));
+        }
     }
-    // Bridges first: deleting one releases its ports.
-    std::stable_partition(orphans.begin(), orphans.end(), [](const LinkState& l) { return l.kind == "bridge"; });
-    std::vector<std::string> removed;
-    for (const LinkState& l : orphans) {
-        nl.remove(l.name);
-        removed.push_back(l.name);
+    for (const LinkState& l : links) {
+        auto vni = client_link_vni(l);
+        if (!vni || l.kind == "bridge" || in.wanted.count(*vni) || in.keep.count(l.name)) continue;
+        std::string why = base_problem(l, *vni);
+        if (why.empty() && l.master && !bridges.count(l.master)) why = "a port of a bridge that stays";
+        if (why.empty()) out.removed.push_back(l.name);
+        else out.left.push_back(fmt::format("{} ({})", l.name, why));
     }
-    return removed;
+    return out;
+}
+
+SweepResult remove_orphan_links(Netlink& nl, const SweepInput& in) {
+    SweepResult plan = plan_orphan_sweep(nl.links(), in);
+    SweepResult done;
+    done.left = plan.left;
+    for (const std::string& name : plan.removed) {
+        nl.remove(name);
+        done.removed.push_back(name);
+    }
+    return done;
 }
 
 }  // namespace pvc::network

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -93,19 +94,45 @@ struct ReconcileResult {
 };
 // Makes the kernel match the plan. Throws NetlinkError (unsupported_kind()
 // when the kernel cannot create the base link's kind) or std::runtime_error.
-ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan);
+// Links that are not PVC's are never taken, changed or deleted: a plan whose
+// base link or bridge is named like one of `host_devices` (the host's
+// configured devices and bridges), whose existing base link is of another
+// kind or a port of a bridge other than its own, or whose bridge name is
+// held by a link that is not a bridge, throws LinkConflict before anything
+// is changed.
+struct LinkConflict : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan, const std::set<std::string>& host_devices = {});
 // Removes the network's links (§5.5); absent links are fine.
 void remove_links(Netlink& nl, const std::string& base, const std::string& bridge);
 
-// The VNI of a link this module makes for client networks: `vxlan<vni>` of
-// kind vxlan, `vmbr<vni>` of kind bridge, `vlan<vni>` of kind vlan (plain
-// decimal VNI); nothing for any other link.
+// The VNI of a link named like the ones this module makes for client
+// networks: `vxlan<vni>` of kind vxlan, `vmbr<vni>` of kind bridge,
+// `vlan<vni>` of kind vlan (plain decimal VNI); nothing for any other link.
 std::optional<std::string> client_link_vni(const LinkState& link);
-// Removes the client-network links whose VNI is not in `wanted` (the
-// /networks children as read) and whose name is not in `keep` (the host's
-// configured devices and bridges): the links of networks deleted while the
-// daemon was down. Bridges first. Returns the names removed.
-std::vector<std::string> remove_orphan_links(Netlink& nl, const std::set<std::string>& wanted,
-                                             const std::set<std::string>& keep);
+
+// The links of networks deleted while the daemon was down, found once at
+// start. A link is one of them only when it has PVC's own shape, not only its
+// name: `vxlan<n>` with VNI n, UDP port 4789 over the cluster device;
+// `vlan<n>` with id n on bridge_device; each of them a port of nothing or of
+// a `vmbr<n>` removed with it; `vmbr<n>` a bridge whose ports are only such
+// links of its own n or guest taps (kind tun), or none. Anything else named
+// like them (an OS VLAN `vlan10`, an admin bridge `vmbr0` with a NIC in it)
+// is left alone and listed in `left`.
+struct SweepInput {
+    std::set<std::string> wanted;          // the /networks children as read
+    std::set<std::string> keep;            // the host's configured devices and bridges
+    std::optional<std::string> cluster_device, bridge_device;
+    uint16_t port = 4789;                  // VXLAN UDP destination port
+};
+struct SweepResult {
+    std::vector<std::string> removed;      // bridges first (deleting one releases its ports)
+    std::vector<std::string> left;         // "<name> (<why it is not PVC's>)"
+};
+// What the sweep would do over `links` (every link of the namespace).
+SweepResult plan_orphan_sweep(const std::vector<LinkState>& links, const SweepInput& in);
+// Removes the links plan_orphan_sweep names; returns what it removed and left.
+SweepResult remove_orphan_links(Netlink& nl, const SweepInput& in);
 
 }  // namespace pvc::network

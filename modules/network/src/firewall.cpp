@@ -78,10 +78,11 @@ std::optional<uint32_t> chain_vni(const std::string& name) {
 std::string render_base(const std::filesystem::path& static_dir) {
     return fmt::format(
         "# pvcnoded: the base of table inet filter (network.md §7.1); client networks\n"
-        "# are dispatched from pvc-input / pvc-forward, each in its own chains.\n"
+        "# are dispatched from pvc-input / pvc-forward, each in its own chains. The\n"
+        "# hook chains' policy is accept (§7.1), also over a table that had drop.\n"
         "add table {t}\n"
-        "add chain {t} forward {{ type filter hook forward priority 0; }}\n"
-        "add chain {t} input {{ type filter hook input priority 0; }}\n"
+        "add chain {t} forward {{ type filter hook forward priority 0; policy accept; }}\n"
+        "add chain {t} input {{ type filter hook input priority 0; policy accept; }}\n"
         "add chain {t} pvc-forward\n"
         "add chain {t} pvc-input\n"
         "flush chain {t} forward\n"

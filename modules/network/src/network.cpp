@@ -177,6 +177,12 @@ void NetworkModule::start(NodeContext& ctx) {
             log_.error("Firewall: {}; client networks get no firewall rules", ex.what());
         }
     });
+    if (upstream_floating_)
+        upstream_ip_watch_ = zk_->watch_data(schema::path("base.config.upstream_ip"),
+                                             [this](const std::optional<std::string>& v, const zk::Stat&) {
+            std::lock_guard g(upstream_ip_m_);
+            upstream_ip_stored_ = v;
+        });
     // Watch callbacks must not block: they only queue work for the worker.
     if (sriov_) on_worker("sr-iov", [this] { start_sriov(); });
     children_watch_ = zk_->watch_children(schema::path("base.network"),
@@ -191,6 +197,8 @@ void NetworkModule::start(NodeContext& ctx) {
 void NetworkModule::stop() {
     if (children_watch_) children_watch_->cancel();
     children_watch_.reset();
+    if (upstream_ip_watch_) upstream_ip_watch_->cancel();
+    upstream_ip_watch_.reset();
     if (worker_) worker_->stop();
     for (auto& [vni, e] : networks_) {
         for (auto& w : e.watches) w->cancel();
@@ -286,17 +294,12 @@ void NetworkModule::remove_orphans(const std::vector<std::string>& children) {
     // Only a successful read gets here (an absent /networks or a failed read
     // never calls sync), so a VNI missing from `children` is really gone.
     std::set<std::string> wanted(children.begin(), children.end());
-    std::set<std::string> keep;
-    for (const auto& d : {cluster_device_, bridge_device_})
-        if (d) keep.insert(*d);
-    for (const CoreBridge& b : host_.bridges) {
-        keep.insert(b.name);
-        keep.insert(b.device);
-    }
     try {
-        auto removed = remove_orphan_links(*nl_, wanted, keep);
-        if (removed.empty()) log_.debug("No links of deleted networks found");
-        else log_.ok("Links of networks deleted while the daemon was down removed: {}", join(removed));
+        auto swept = remove_orphan_links(*nl_, {wanted, host_devices(), cluster_device_, bridge_device_});
+        if (swept.removed.empty()) log_.debug("No links of deleted networks found");
+        else log_.ok("Links of networks deleted while the daemon was down removed: {}", join(swept.removed));
+        if (!swept.left.empty())
+            log_.info("Links named like client networks but not made by PVC, left alone: {}", join(swept.left));
     } catch (const std::exception& ex) {
         log_.error("Removing links of deleted networks failed: {}", ex.what());
     }
@@ -310,6 +313,17 @@ void NetworkModule::remove_orphans(const std::vector<std::string>& children) {
             log_.error("Firewall chains of deleted network {}: removal refused: {}", vni, ex.what());
         }
     }
+}
+
+std::set<std::string> NetworkModule::host_devices() const {
+    std::set<std::string> out;
+    for (const auto& d : {cluster_device_, bridge_device_})
+        if (d) out.insert(*d);
+    for (const CoreBridge& b : host_.bridges) {
+        out.insert(b.name);
+        out.insert(b.device);
+    }
+    return out;
 }
 
 void NetworkModule::remove(const std::string& vni, Entry& e) {
@@ -465,7 +479,6 @@ void NetworkModule::apply_router(TransitionPhase phase) {
 void NetworkModule::transition(Transition t, TransitionPhase phase, std::function<void()> done) {
     if (!worker_) return done();
     bool first = phase == (t == Transition::takeover ? TransitionPhase::C : TransitionPhase::B);
-    if (first) upstream_ip_written_ = false;
     worker_->post(fmt::format("{} phase {}", t == Transition::takeover ? "takeover" : "relinquish",
                               static_cast<char>(phase)),
                   [this, t, phase, first, done](std::stop_token stop) {
@@ -518,9 +531,15 @@ void NetworkModule::contribute(KeepaliveReport& report) {
         for (const auto& [vni, what] : overlapping_)
             report.health_item("overlap " + vni, health_delta_per_problem, fmt::format("Network {}: {}", vni, what));
     }
-    if (report.router_state != "primary" || !upstream_floating_ || upstream_ip_written_) return;
+    // §8.1: written while the stored value differs (as the watch last saw
+    // it), so a failed keepalive commit or another writer's value is put
+    // right at a later keepalive.
+    if (report.router_state != "primary" || !upstream_floating_) return;
+    {
+        std::lock_guard g(upstream_ip_m_);
+        if (upstream_ip_stored_ == upstream_floating_) return;
+    }
     report.write(schema::path("base.config.upstream_ip"), *upstream_floating_);
-    upstream_ip_written_ = true;
 }
 
 void NetworkModule::reconcile(const std::string& vni) {
@@ -551,7 +570,7 @@ void NetworkModule::reconcile(const std::string& vni) {
         MtuDecision mtu = decide_mtu(n, maximum_mtu(n.type), current);
         if (!mtu.warning.empty()) log_.warn("Network {}: {}", vni, mtu.warning);
         LinkPlan plan = plan_links(n, *parent, mtu.mtu);
-        ReconcileResult r = network::reconcile(*nl_, plan);
+        ReconcileResult r = network::reconcile(*nl_, plan, host_devices());
         e.applied = plan;
         e.error.clear();
         {

@@ -89,6 +89,9 @@ private:
     // Once, on the first /networks read: links of networks deleted while
     // the daemon was down (§5.5 had no chance to run for them).
     void remove_orphans(const std::vector<std::string>& children);
+    // The host's configured devices and their bridges: never a client
+    // network's link, never removed (§3.1).
+    std::set<std::string> host_devices() const;
     void reconcile(const std::string& vni);
     void remove(const std::string& vni, Entry& e);
     void fail(const std::string& vni, Entry& e, const std::string& why);
@@ -115,7 +118,9 @@ private:
     std::string node_;
     bool router_active_ = false;                                  // worker only
     bool orphans_checked_ = false;                                // worker only
-    std::atomic<bool> upstream_ip_written_{false};
+    std::mutex upstream_ip_m_;
+    std::optional<std::string> upstream_ip_stored_;               // /config/upstream_ip as last seen (nullopt: absent, not seen yet)
+    std::shared_ptr<zk::Watch> upstream_ip_watch_;
 
     Logger log_;
     Executor* executor_ = nullptr;            // its io_context times the second ARP reply

@@ -2,6 +2,8 @@
 // it is refused (network.md §4.1, §5.2; issue item 7: bad input).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 
 #include <fmt/format.h>
@@ -149,6 +151,76 @@ TEST(ClientNetwork, ClientLinkNamesNeedTheirKindAndAPlainDecimalVni) {
     EXPECT_EQ(vni("vmbr1a", "bridge"), std::nullopt);
     EXPECT_EQ(vni("brcluster", "bridge"), std::nullopt);
     EXPECT_EQ(vni("xvmbr1", "bridge"), std::nullopt);
+}
+
+// The kernel reports addresses in canonical form (lower case, zeros
+// compressed); a gateway written otherwise must match it, or the old primary
+// never finds it among its addresses and keeps it after a hand-over.
+TEST(ClientNetwork, AddressesAreKeptInTheKernelsCanonicalForm) {
+    auto k = managed("10.100.0.0/024", "10.100.0.1");
+    k["ip6_network"] = "FD00:0100:0:0::/064";
+    k["ip6_gateway"] = "FD00:100:0::0001";
+    auto p = parse_network("100", k);
+    ASSERT_TRUE(p.network) << p.error;
+    EXPECT_EQ(*p.network->ip6_network, "fd00:100::/64");
+    EXPECT_EQ(*p.network->ip6_gateway, "fd00:100::1");
+    EXPECT_EQ(*p.network->ip4_network, "10.100.0.0/24");
+    EXPECT_EQ(gateway_addresses(*p.network), (std::vector<std::string>{"fd00:100::1/64", "10.100.0.1/24"}));
+}
+
+namespace {
+LinkState link_state(int ifindex, const char* name, const char* kind, int master = 0, uint32_t id = 0, int parent = 0,
+                     uint16_t port = 0) {
+    LinkState l;
+    l.ifindex = ifindex;
+    l.name = name;
+    l.kind = kind;
+    l.master = master;
+    l.id = id;
+    l.parent = parent;
+    l.port = port;
+    return l;
+}
+}  // namespace
+
+// The start-up sweep removes only links of PVC's shape (its VNI or id, its
+// port, over its device, in its own bridge); an OS VLAN, an admin bridge, or
+// a VXLAN another tool made are left alone even when named like PVC's.
+// (vlan links by description: the CI kernel cannot make them.)
+TEST(OrphanSweep, OnlyLinksOfPvcsOwnShapeAreRemoved) {
+    std::vector<LinkState> links = {
+        link_state(1, "eth0", ""),                           // cluster device
+        link_state(2, "eth1", ""),                           // bridge_device
+        link_state(3, "eth2", ""),                           // another NIC
+        link_state(10, "vmbr5", "bridge"),                   // a deleted bridged network: removed
+        link_state(11, "vlan5", "vlan", 10, 5, 2),
+        link_state(12, "tap5", "tun", 10),                   // a guest's tap
+        link_state(20, "vmbr6", "bridge"),                   // a deleted managed network: removed
+        link_state(21, "vxlan6", "vxlan", 20, 6, 1, 4789),
+        link_state(30, "vlan10", "vlan", 0, 10, 3),          // an OS VLAN on another NIC: left
+        link_state(31, "vlan11", "vlan", 0, 12, 2),          // another id than its name: left
+        link_state(40, "vmbr0", "bridge"),                   // an admin bridge with a NIC: left
+        link_state(41, "eth3", "", 40),
+        link_state(50, "vxlan9", "vxlan", 0, 9, 1, 8472),    // another port: left
+        link_state(51, "vxlan12", "vxlan", 0, 12, 3, 4789),  // over another device: left
+        link_state(60, "vmbr13", "bridge"),                  // a PVC-shaped vxlan in a bridge with a NIC: both left
+        link_state(61, "vxlan13", "vxlan", 60, 13, 1, 4789),
+        link_state(62, "eth4", "", 60),
+        link_state(70, "vmbr14", "bridge"),                  // an empty bridge: removed
+        link_state(80, "vmbr15", "bridge"),                  // wanted: kept
+        link_state(81, "vxlan15", "vxlan", 80, 15, 1, 4789),
+        link_state(90, "vlan16", "vlan", 0, 16, 2),          // a configured host device: kept
+    };
+    SweepResult r = plan_orphan_sweep(links, {{"15"}, {"eth0", "eth1", "vlan16"}, "eth0", "eth1"});
+    EXPECT_EQ(r.removed, (std::vector<std::string>{"vmbr5", "vmbr6", "vmbr14", "vlan5", "vxlan6"}));
+    EXPECT_EQ(r.left, (std::vector<std::string>{"vmbr0 (has port eth3)", "vmbr13 (has port eth4)", "vlan10 (not on bridge_device)",
+                                                "vlan11 (id 12)", "vxlan9 (UDP port 8472)",
+                                                "vxlan12 (not over the cluster device)",
+                                                "vxlan13 (a port of a bridge that stays)"}));
+    // Without a bridge_device configured, no vlan link is PVC's.
+    r = plan_orphan_sweep(links, {{"15"}, {"eth0"}, "eth0", std::nullopt});
+    EXPECT_EQ(std::count(r.removed.begin(), r.removed.end(), "vlan5"), 0);
+    EXPECT_EQ(std::count(r.removed.begin(), r.removed.end(), "vmbr5"), 0);
 }
 
 // Overlapping subnets (issue item 7): noticed between networks, never

@@ -143,3 +143,26 @@ TEST_F(FirewallInNetns, ARestartKeepsNetworksRulesUntilReappliedAndAddsNoSecondD
     EXPECT_EQ(handles()["pvc-input"].size(), 1u);
     EXPECT_EQ(handles()["pvc-forward"].size(), 1u);
 }
+
+// §7.1: both hook chains have the default policy accept. The table may exist
+// before the daemon (Debian's `inet filter`) with a drop policy: its rules
+// are flushed, so a kept drop policy would cut the node off (ZooKeeper, SSH,
+// Ceph). An operator's static drop-in may still set drop on purpose.
+TEST_F(FirewallInNetns, TheBaseChainsPolicyIsAcceptOverATableThatHadDrop) {
+    ns_->must_exec({"nft", "add chain inet filter input { type filter hook input priority 0; policy drop; }"});
+    ns_->must_exec({"nft", "add chain inet filter forward { type filter hook forward priority 0; policy drop; }"});
+    ASSERT_NE(chain("input").find("policy drop;"), std::string::npos);
+    fw_ = std::make_unique<Firewall>(dir_->path() / "nft");
+    fw_->apply_base();
+    for (const char* c : {"input", "forward"}) EXPECT_NE(chain(c).find("policy accept;"), std::string::npos) << chain(c);
+
+    std::ofstream(dir_->path() / "nft" / "static" / "00-policy.nft")
+        << "add chain inet filter input { type filter hook input priority 0; policy drop; }\n"
+        << "add rule inet filter input tcp dport 22 accept\n";
+    fw_ = std::make_unique<Firewall>(dir_->path() / "nft");
+    fw_->apply_base();
+    std::string input = chain("input");
+    EXPECT_NE(input.find("policy drop;"), std::string::npos) << input;
+    EXPECT_NE(input.find("tcp dport 22 accept"), std::string::npos) << input;
+    EXPECT_NE(chain("forward").find("policy accept;"), std::string::npos);
+}

@@ -114,5 +114,8 @@ TEST(FirewallBase, OwnTableOnlyStaticDropInsBeforeTheDispatchers) {
     std::string b = render_base("/var/lib/pvc/nft/static");
     EXPECT_EQ(b.find("flush ruleset"), std::string::npos);
     EXPECT_LT(b.find("include \"/var/lib/pvc/nft/static/*\""), b.find("add rule inet filter input counter jump pvc-input"));
-    EXPECT_NE(b.find("add chain inet filter forward { type filter hook forward priority 0; }"), std::string::npos);
+    EXPECT_NE(b.find("add chain inet filter forward { type filter hook forward priority 0; policy accept; }"),
+              std::string::npos);
+    EXPECT_NE(b.find("add chain inet filter input { type filter hook input priority 0; policy accept; }"),
+              std::string::npos);
 }

@@ -207,8 +207,8 @@ TEST_F(LinksInNetns, RemovalDeletesBothLinks) {
 }
 
 // Links of networks deleted while the daemon was down: only vxlan<vni> /
-// vmbr<vni> / vlan<vni> of the matching kind whose VNI no network wants go;
-// the wanted network's, the host's and look-alikes stay.
+// vmbr<vni> / vlan<vni> of the matching kind and of PVC's shape whose VNI no
+// network wants go; the wanted network's, the host's and look-alikes stay.
 TEST_F(LinksInNetns, OrphanLinksOfDeletedNetworksAreRemovedAndNothingElse) {
     reconcile(*nl_, managed_plan(1000, 1450));  // still in ZooKeeper
     reconcile(*nl_, managed_plan(1001, 1450));  // deleted meanwhile
@@ -218,15 +218,74 @@ TEST_F(LinksInNetns, OrphanLinksOfDeletedNetworksAreRemovedAndNothingElse) {
     ns_->must_exec({"ip", "link", "add", "vmbrx9", "type", "bridge"});          // not our pattern
     ns_->must_exec({"ip", "link", "add", "vmbr8", "type", "veth", "peer", "name", "p8"});  // not a bridge
     ns_->must_exec({"ip", "link", "add", "vmbr9", "type", "bridge"});           // a host bridge by configuration
-    auto removed = remove_orphan_links(*nl_, {"1000"}, {"vmbr9", "eth0"});
+    // Not PVC's, though named like its links: an admin bridge with a NIC in
+    // it, VXLANs another tool made (another port, another device, another
+    // VNI than the name's).
+    ns_->must_exec({"ip", "link", "add", "vmbr0", "type", "bridge"});
+    ns_->must_exec({"ip", "link", "add", "nic0", "type", "veth", "peer", "name", "nic0p"});
+    ns_->must_exec({"ip", "link", "set", "nic0", "master", "vmbr0"});
+    ns_->must_exec({"ip", "link", "add", "vxlan10", "type", "vxlan", "id", "10", "dstport", "8472", "dev", "eth0"});
+    ns_->must_exec({"ip", "link", "add", "vxlan11", "type", "vxlan", "id", "11", "dstport", "4789", "dev", "eth1"});
+    ns_->must_exec({"ip", "link", "add", "vxlan12", "type", "vxlan", "id", "99", "dstport", "4789", "dev", "eth0"});
+    // A deleted network's bridge with a guest's tap still in it: PVC's.
+    ns_->must_exec({"ip", "tuntap", "add", "tap7", "mode", "tap"});
+    ns_->must_exec({"ip", "link", "set", "tap7", "master", "vmbr7"});
+    SweepResult swept = remove_orphan_links(*nl_, {{"1000"}, {"vmbr9", "eth0"}, "eth0", std::nullopt});
+    auto removed = swept.removed;
     std::sort(removed.begin(), removed.end());
     EXPECT_EQ(removed, (std::vector<std::string>{"vmbr1001", "vmbr1002", "vmbr7", "vxlan1001", "vxlan7"}));
     for (const char* gone : {"vxlan1001", "vmbr1001", "vxlan7", "vmbr7", "vmbr1002"})
         EXPECT_TRUE(link(gone).is_null()) << gone;
-    for (const char* kept : {"vxlan1000", "vmbr1000", "vmbr05", "vmbrx9", "vmbr8", "vmbr9", "eth0"})
+    for (const char* kept : {"vxlan1000", "vmbr1000", "vmbr05", "vmbrx9", "vmbr8", "vmbr9", "eth0", "vmbr0", "nic0",
+                             "vxlan10", "vxlan11", "vxlan12", "tap7"})
         EXPECT_FALSE(link(kept).is_null()) << kept;
     EXPECT_EQ(link("vxlan1000").at("master"), "vmbr1000");
-    EXPECT_TRUE(remove_orphan_links(*nl_, {"1000"}, {"vmbr9"}).empty());  // a second pass finds nothing
+    EXPECT_EQ(link("nic0").at("master"), "vmbr0");
+    auto left = swept.left;
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (std::vector<std::string>{"vmbr0 (has port nic0)", "vxlan10 (UDP port 8472)",
+                                              "vxlan11 (not over the cluster device)", "vxlan12 (id 99)"}));
+    // A second pass finds nothing to remove.
+    EXPECT_TRUE(remove_orphan_links(*nl_, {{"1000"}, {"vmbr9"}, "eth0", std::nullopt}).removed.empty());
+}
+
+// A client network never takes a host's link: one named like its base link
+// or bridge that is a configured host device, or of another kind, or a port
+// of another bridge, refuses the network before anything changes (§3.1:
+// ifupdown names a VLAN device vlan<id>, so a core device may be vlan1000).
+TEST_F(LinksInNetns, HostLinksNamedLikeANetworksAreRefusedNotTakenOrDeleted) {
+    ns_->must_exec({"ip", "link", "add", "brupstream", "type", "bridge"});
+    ns_->must_exec({"ip", "link", "add", "vlan1000", "mtu", "1400", "type", "veth", "peer", "name", "v1000p"});
+    ns_->must_exec({"ip", "link", "set", "vlan1000", "master", "brupstream"});
+    int host = link("vlan1000").at("ifindex");
+    ClientNetwork n;
+    n.vni = 1000;
+    n.type = NetType::bridged;
+    // A configured host device (the upstream role's).
+    EXPECT_THROW(reconcile(*nl_, plan_links(n, "eth0", 1500), {"eth0", "brupstream", "vlan1000"}), LinkConflict);
+    // The same link, not named in the configuration: still not PVC's.
+    EXPECT_THROW(reconcile(*nl_, plan_links(n, "eth0", 1500)), LinkConflict);
+    json l = link("vlan1000");
+    ASSERT_FALSE(l.is_null());
+    EXPECT_EQ(l.at("ifindex"), host);
+    EXPECT_EQ(l.at("master"), "brupstream");
+    EXPECT_EQ(l.at("mtu"), 1400);
+    EXPECT_TRUE(link("vmbr1000").is_null());
+
+    // A VXLAN of PVC's own shape in another bridge is not moved out of it.
+    ns_->must_exec({"ip", "link", "add", "bradmin", "type", "bridge"});
+    ns_->must_exec({"ip", "link", "add", "vxlan1001", "type", "vxlan", "id", "1001", "dstport", "4789", "dev", "eth0"});
+    ns_->must_exec({"ip", "link", "set", "vxlan1001", "master", "bradmin"});
+    EXPECT_THROW(reconcile(*nl_, managed_plan(1001, 1450)), LinkConflict);
+    EXPECT_EQ(link("vxlan1001").at("master"), "bradmin");
+    EXPECT_TRUE(link("vmbr1001").is_null());
+
+    // A bridge name held by a link that is not a bridge is not deleted.
+    ns_->must_exec({"ip", "link", "add", "vmbr1002", "type", "veth", "peer", "name", "v1002p"});
+    int dummy = link("vmbr1002").at("ifindex");
+    EXPECT_THROW(reconcile(*nl_, managed_plan(1002, 1450)), LinkConflict);
+    EXPECT_EQ(link("vmbr1002").at("ifindex"), dummy);
+    EXPECT_TRUE(link("vxlan1002").is_null());
 }
 
 // A bridged network needs the kernel's 802.1Q support. Where it exists the
