@@ -49,13 +49,13 @@ namespace {
 const char* add_network_py = R"(
 import sys
 from kazoo.client import KazooClient
-hosts, vni, nettype, desc, net4, gw4 = sys.argv[1:7]
+hosts, vni, nettype, desc, net4, gw4, net6, gw6 = sys.argv[1:9]
 zk = KazooClient(hosts=hosts); zk.start()
 p = "/networks/" + vni
 t = zk.transaction()
 t.create(p, desc.encode())
 for k, v in [("nettype", nettype), ("mtu", ""), ("domain", desc + ".local" if nettype == "managed" else "None"),
-             ("name_servers", ""), ("ip6_network", "None"), ("ip6_gateway", "None"), ("dhcp6_flag", "False"),
+             ("name_servers", ""), ("ip6_network", net6), ("ip6_gateway", gw6), ("dhcp6_flag", "False"),
              ("ip4_network", net4), ("ip4_gateway", gw4), ("dhcp4_flag", "False"), ("dhcp4_start", "None"),
              ("dhcp4_end", "None"), ("dhcp4_reservations", ""), ("dhcp4_leases", ""), ("firewall_rules", ""),
              ("firewall_rules/in", ""), ("firewall_rules/out", "")]:
@@ -258,8 +258,9 @@ protected:
         ASSERT_EQ(r.status, 0) << r.out << r.err;
     }
     static void add_network(const std::string& vni, const std::string& type, const std::string& net4 = "None",
-                            const std::string& gw4 = "None") {
-        client(add_network_py, {zk_->hosts(), vni, type, "net" + vni, net4, gw4});
+                            const std::string& gw4 = "None", const std::string& net6 = "None",
+                            const std::string& gw6 = "None") {
+        client(add_network_py, {zk_->hosts(), vni, type, "net" + vni, net4, gw4, net6, gw6});
     }
     // A guest on node n's vmbr<vni>: a namespace with a veth in the bridge.
     static void guest(const Netns& node, const std::string& name, const std::string& bridge, const std::string& cidr) {
@@ -705,6 +706,11 @@ TEST_F(NetworkDaemon, DnsmasqThatDiesIsRestarted) {
 // `pvc node primary` (a client's write of /config/primary_node) moves them.
 TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     ASSERT_GT(ifindex(*ns1_, "vmbr1000"), 0) << "needs network 1000";
+    // An IPv6 gateway written in upper case with zeros: the kernel shows it
+    // as fd00:1008::1, and the old primary must still find and drop it.
+    add_network("1008", "managed", "10.208.0.0/24", "10.208.0.1", "FD00:1008:0::/64", "FD00:1008:0::0001");
+    for (const Netns* ns : {ns1_, ns2_})
+        ASSERT_TRUE(eventually([&] { return ifindex(*ns, "vmbr1008") > 0; })) << node1_->log() << node2_->log();
     std::string primary;
     ASSERT_TRUE(eventually([&] {
         primary = session_->get("/config/primary_node").value_or("");
@@ -715,7 +721,8 @@ TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     const Netns& new_ns = primary == "hv1" ? *ns2_ : *ns1_;
     std::string next = primary == "hv1" ? "hv2" : "hv1";
     const std::vector<std::pair<std::string, std::string>> router = {
-        {"vmbr1000", "10.200.0.1/24"}, {"vmbr1003", "10.203.0.1/24"}, {"brcluster", "10.231.2.250/24"},
+        {"vmbr1000", "10.200.0.1/24"}, {"vmbr1003", "10.203.0.1/24"}, {"vmbr1008", "fd00:1008::1/64"},
+        {"vmbr1008", "10.208.0.1/24"}, {"brcluster", "10.231.2.250/24"},
         {"brcluster", "10.231.0.250/24"}, {"brcluster", "10.231.1.250/24"}, {"lo", "169.254.169.254/32"}};
     auto holds_all = [&](const Netns& ns, bool want) {
         for (const auto& [dev, cidr] : router)
@@ -725,6 +732,11 @@ TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     EXPECT_TRUE(eventually([&] { return holds_all(old_ns, true); })) << node1_->log() << node2_->log();
     EXPECT_TRUE(holds_all(new_ns, false));
     EXPECT_TRUE(eventually([] { return session_->get("/config/upstream_ip").value_or("") == "10.231.2.250/24"; }));
+    // §8.1: rewritten by a later keepalive whenever the stored value differs
+    // (another writer here; a failed keepalive commit alike).
+    ASSERT_TRUE(session_->write("/config/upstream_ip", "10.231.2.99/24"));
+    EXPECT_TRUE(eventually([] { return session_->get("/config/upstream_ip").value_or("") == "10.231.2.250/24"; },
+                           std::chrono::seconds(10)));
     ASSERT_TRUE(ping("g2", "10.200.0.1"));
 
     // The guest on hv2 pings its gateway every 0.1 s through the move.
@@ -879,6 +891,14 @@ TEST_F(NetworkDaemon, NetworkDeletedWhileTheDaemonWasDownIsCleanedUpAtStart) {
     int kept = ifindex(*ns2_, "vmbr1006"), kept_vx = ifindex(*ns2_, "vxlan1006"), core = ifindex(*ns2_, "brcluster");
     ASSERT_GT(kept, 0);
     EXPECT_EQ(node2_->stop(), 0) << node2_->log();
+    // The host's own links named like client networks' (an admin bridge with
+    // a NIC in it, a VXLAN another tool made on another port): not PVC's,
+    // they stay.
+    ns2_->must_exec({"ip", "link", "add", "vmbr0", "type", "bridge"});
+    ns2_->must_exec({"ip", "link", "add", "adm0", "type", "veth", "peer", "name", "adm1"});
+    ns2_->must_exec({"ip", "link", "set", "adm0", "master", "vmbr0"});
+    ns2_->must_exec({"ip", "link", "add", "vxlan10", "type", "vxlan", "id", "10", "dstport", "8472", "dev", "eth0"});
+    int admin = ifindex(*ns2_, "vmbr0"), other_vx = ifindex(*ns2_, "vxlan10");
     client(delete_network_py, {zk_->hosts(), "1005"});
     // Node 1 was up: it removed them at once (§5.5); node 2 still has them.
     EXPECT_TRUE(eventually([] { return ifindex(*ns1_, "vmbr1005") < 0; }));
@@ -894,4 +914,14 @@ TEST_F(NetworkDaemon, NetworkDeletedWhileTheDaemonWasDownIsCleanedUpAtStart) {
     EXPECT_EQ(ifindex(*ns2_, "vmbr1006"), kept);
     EXPECT_EQ(ifindex(*ns2_, "vxlan1006"), kept_vx);
     EXPECT_EQ(ifindex(*ns2_, "brcluster"), core);
+    EXPECT_EQ(ifindex(*ns2_, "vmbr0"), admin);
+    EXPECT_EQ(ifindex(*ns2_, "vxlan10"), other_vx);
+    EXPECT_EQ(link(*ns2_, "adm0").value("master", ""), "vmbr0");
+    EXPECT_TRUE(eventually([] {
+        std::string l = node2_->log();
+        auto at = l.find("Links named like client networks but not made by PVC, left alone: ");
+        return at != std::string::npos && l.find("vmbr0 (has port adm0)", at) != std::string::npos &&
+               l.find("vxlan10 (UDP port 8472)", at) != std::string::npos;
+    })) << node2_->log();
+    for (const char* l : {"vmbr0", "adm0", "vxlan10"}) ns2_->exec({"ip", "link", "del", l});
 }
