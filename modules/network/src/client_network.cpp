@@ -367,9 +367,17 @@ SweepResult plan_orphan_sweep(const std::vector<LinkState>& links, const SweepIn
     };
     SweepResult out;
     std::set<int> bridges;  // ifindexes of the bridges removed
+    // Number 0 is no network's (VNIs and VLAN ids start at 1): vmbr0 is an admin's.
+    auto candidate = [&](const LinkState& l, std::optional<std::string>& vni) {
+        vni = client_link_vni(l);
+        if (!vni || in.wanted.count(*vni) || in.keep.count(l.name)) return false;
+        if (*vni != "0") return true;
+        out.left.push_back(l.name + " (no network has number 0)");
+        return false;
+    };
     for (const LinkState& l : links) {
-        auto vni = client_link_vni(l);
-        if (!vni || l.kind != "bridge" || in.wanted.count(*vni) || in.keep.count(l.name)) continue;
+        std::optional<std::string> vni;
+        if (l.kind != "bridge" || !candidate(l, vni)) continue;
         std::string why;
         for (const LinkState& p : links) {
             if (p.master != l.ifindex) continue;
@@ -388,10 +396,13 @@ SweepResult plan_orphan_sweep(const std::vector<LinkState>& links, const SweepIn
         }
     }
     for (const LinkState& l : links) {
-        auto vni = client_link_vni(l);
-        if (!vni || l.kind == "bridge" || in.wanted.count(*vni) || in.keep.count(l.name)) continue;
+        std::optional<std::string> vni;
+        if (l.kind == "bridge" || !candidate(l, vni)) continue;
         std::string why = base_problem(l, *vni);
         if (why.empty() && l.master && !bridges.count(l.master)) why = "a port of a bridge that stays";
+        // PVC's vlan link is always in its bridge; ifupdown names the host's
+        // own VLANs vlan<id> too, on the same NIC.
+        if (why.empty() && l.kind == "vlan" && !l.master) why = "in no bridge";
         if (why.empty()) out.removed.push_back(l.name);
         else out.left.push_back(fmt::format("{} ({})", l.name, why));
     }

@@ -114,12 +114,13 @@ std::optional<std::string> client_link_vni(const LinkState& link);
 
 // The links of networks deleted while the daemon was down, found once at
 // start. A link is one of them only when it has PVC's own shape, not only its
-// name: `vxlan<n>` with VNI n, UDP port 4789 over the cluster device;
-// `vlan<n>` with id n on bridge_device; each of them a port of nothing or of
-// a `vmbr<n>` removed with it; `vmbr<n>` a bridge whose ports are only such
-// links of its own n or guest taps (kind tun), or none. Anything else named
-// like them (an OS VLAN `vlan10`, an admin bridge `vmbr0` with a NIC in it)
-// is left alone and listed in `left`.
+// name: `vxlan<n>` with VNI n, UDP port 4789 over the cluster device, a port
+// of nothing or of a `vmbr<n>` removed with it; `vlan<n>` with id n on
+// bridge_device, a port of a `vmbr<n>` removed with it; `vmbr<n>` a bridge
+// whose ports are only such links of its own n or guest taps (kind tun), or
+// none; n never 0. Anything else named like them (an OS VLAN `vlan10`, an
+// admin bridge `vmbr0`, a bridge with a NIC in it) is left alone and listed
+// in `left`.
 struct SweepInput {
     std::set<std::string> wanted;          // the /networks children as read
     std::set<std::string> keep;            // the host's configured devices and bridges

@@ -199,7 +199,7 @@ TEST(OrphanSweep, OnlyLinksOfPvcsOwnShapeAreRemoved) {
         link_state(21, "vxlan6", "vxlan", 20, 6, 1, 4789),
         link_state(30, "vlan10", "vlan", 0, 10, 3),          // an OS VLAN on another NIC: left
         link_state(31, "vlan11", "vlan", 0, 12, 2),          // another id than its name: left
-        link_state(40, "vmbr0", "bridge"),                   // an admin bridge with a NIC: left
+        link_state(40, "vmbr3", "bridge"),                   // an admin bridge with a NIC: left
         link_state(41, "eth3", "", 40),
         link_state(50, "vxlan9", "vxlan", 0, 9, 1, 8472),    // another port: left
         link_state(51, "vxlan12", "vxlan", 0, 12, 3, 4789),  // over another device: left
@@ -210,13 +210,17 @@ TEST(OrphanSweep, OnlyLinksOfPvcsOwnShapeAreRemoved) {
         link_state(80, "vmbr15", "bridge"),                  // wanted: kept
         link_state(81, "vxlan15", "vxlan", 80, 15, 1, 4789),
         link_state(90, "vlan16", "vlan", 0, 16, 2),          // a configured host device: kept
+        link_state(91, "vlan17", "vlan", 0, 17, 2),          // an OS VLAN on bridge_device, in no bridge: left
+        link_state(92, "vxlan18", "vxlan", 0, 18, 1, 4789),  // PVC's, its bridge already gone: removed
+        link_state(93, "vmbr0", "bridge"),                   // number 0 is no network's: left, even empty
     };
     SweepResult r = plan_orphan_sweep(links, {{"15"}, {"eth0", "eth1", "vlan16"}, "eth0", "eth1"});
-    EXPECT_EQ(r.removed, (std::vector<std::string>{"vmbr5", "vmbr6", "vmbr14", "vlan5", "vxlan6"}));
-    EXPECT_EQ(r.left, (std::vector<std::string>{"vmbr0 (has port eth3)", "vmbr13 (has port eth4)", "vlan10 (not on bridge_device)",
-                                                "vlan11 (id 12)", "vxlan9 (UDP port 8472)",
-                                                "vxlan12 (not over the cluster device)",
-                                                "vxlan13 (a port of a bridge that stays)"}));
+    EXPECT_EQ(r.removed, (std::vector<std::string>{"vmbr5", "vmbr6", "vmbr14", "vlan5", "vxlan6", "vxlan18"}));
+    EXPECT_EQ(r.left, (std::vector<std::string>{"vmbr3 (has port eth3)", "vmbr13 (has port eth4)",
+                                                "vmbr0 (no network has number 0)", "vlan10 (not on bridge_device)",
+                                                "vlan11 (id 12)",
+                                                "vxlan9 (UDP port 8472)", "vxlan12 (not over the cluster device)",
+                                                "vxlan13 (a port of a bridge that stays)", "vlan17 (in no bridge)"}));
     // Without a bridge_device configured, no vlan link is PVC's.
     r = plan_orphan_sweep(links, {{"15"}, {"eth0"}, "eth0", std::nullopt});
     EXPECT_EQ(std::count(r.removed.begin(), r.removed.end(), "vlan5"), 0);

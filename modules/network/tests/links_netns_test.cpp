@@ -222,8 +222,9 @@ TEST_F(LinksInNetns, OrphanLinksOfDeletedNetworksAreRemovedAndNothingElse) {
     // it, VXLANs another tool made (another port, another device, another
     // VNI than the name's).
     ns_->must_exec({"ip", "link", "add", "vmbr0", "type", "bridge"});
+    ns_->must_exec({"ip", "link", "add", "vmbr100", "type", "bridge"});
     ns_->must_exec({"ip", "link", "add", "nic0", "type", "veth", "peer", "name", "nic0p"});
-    ns_->must_exec({"ip", "link", "set", "nic0", "master", "vmbr0"});
+    ns_->must_exec({"ip", "link", "set", "nic0", "master", "vmbr100"});
     ns_->must_exec({"ip", "link", "add", "vxlan10", "type", "vxlan", "id", "10", "dstport", "8472", "dev", "eth0"});
     ns_->must_exec({"ip", "link", "add", "vxlan11", "type", "vxlan", "id", "11", "dstport", "4789", "dev", "eth1"});
     ns_->must_exec({"ip", "link", "add", "vxlan12", "type", "vxlan", "id", "99", "dstport", "4789", "dev", "eth0"});
@@ -236,14 +237,15 @@ TEST_F(LinksInNetns, OrphanLinksOfDeletedNetworksAreRemovedAndNothingElse) {
     EXPECT_EQ(removed, (std::vector<std::string>{"vmbr1001", "vmbr1002", "vmbr7", "vxlan1001", "vxlan7"}));
     for (const char* gone : {"vxlan1001", "vmbr1001", "vxlan7", "vmbr7", "vmbr1002"})
         EXPECT_TRUE(link(gone).is_null()) << gone;
-    for (const char* kept : {"vxlan1000", "vmbr1000", "vmbr05", "vmbrx9", "vmbr8", "vmbr9", "eth0", "vmbr0", "nic0",
+    for (const char* kept : {"vxlan1000", "vmbr1000", "vmbr05", "vmbrx9", "vmbr8", "vmbr9", "eth0", "vmbr0", "vmbr100", "nic0",
                              "vxlan10", "vxlan11", "vxlan12", "tap7"})
         EXPECT_FALSE(link(kept).is_null()) << kept;
     EXPECT_EQ(link("vxlan1000").at("master"), "vmbr1000");
-    EXPECT_EQ(link("nic0").at("master"), "vmbr0");
+    EXPECT_EQ(link("nic0").at("master"), "vmbr100");
     auto left = swept.left;
     std::sort(left.begin(), left.end());
-    EXPECT_EQ(left, (std::vector<std::string>{"vmbr0 (has port nic0)", "vxlan10 (UDP port 8472)",
+    EXPECT_EQ(left, (std::vector<std::string>{"vmbr0 (no network has number 0)", "vmbr100 (has port nic0)",
+                                              "vxlan10 (UDP port 8472)",
                                               "vxlan11 (not over the cluster device)", "vxlan12 (id 99)"}));
     // A second pass finds nothing to remove.
     EXPECT_TRUE(remove_orphan_links(*nl_, {{"1000"}, {"vmbr9"}, "eth0", std::nullopt}).removed.empty());

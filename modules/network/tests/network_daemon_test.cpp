@@ -894,11 +894,11 @@ TEST_F(NetworkDaemon, NetworkDeletedWhileTheDaemonWasDownIsCleanedUpAtStart) {
     // The host's own links named like client networks' (an admin bridge with
     // a NIC in it, a VXLAN another tool made on another port): not PVC's,
     // they stay.
-    ns2_->must_exec({"ip", "link", "add", "vmbr0", "type", "bridge"});
+    ns2_->must_exec({"ip", "link", "add", "vmbr100", "type", "bridge"});
     ns2_->must_exec({"ip", "link", "add", "adm0", "type", "veth", "peer", "name", "adm1"});
-    ns2_->must_exec({"ip", "link", "set", "adm0", "master", "vmbr0"});
+    ns2_->must_exec({"ip", "link", "set", "adm0", "master", "vmbr100"});
     ns2_->must_exec({"ip", "link", "add", "vxlan10", "type", "vxlan", "id", "10", "dstport", "8472", "dev", "eth0"});
-    int admin = ifindex(*ns2_, "vmbr0"), other_vx = ifindex(*ns2_, "vxlan10");
+    int admin = ifindex(*ns2_, "vmbr100"), other_vx = ifindex(*ns2_, "vxlan10");
     client(delete_network_py, {zk_->hosts(), "1005"});
     // Node 1 was up: it removed them at once (§5.5); node 2 still has them.
     EXPECT_TRUE(eventually([] { return ifindex(*ns1_, "vmbr1005") < 0; }));
@@ -914,14 +914,14 @@ TEST_F(NetworkDaemon, NetworkDeletedWhileTheDaemonWasDownIsCleanedUpAtStart) {
     EXPECT_EQ(ifindex(*ns2_, "vmbr1006"), kept);
     EXPECT_EQ(ifindex(*ns2_, "vxlan1006"), kept_vx);
     EXPECT_EQ(ifindex(*ns2_, "brcluster"), core);
-    EXPECT_EQ(ifindex(*ns2_, "vmbr0"), admin);
+    EXPECT_EQ(ifindex(*ns2_, "vmbr100"), admin);
     EXPECT_EQ(ifindex(*ns2_, "vxlan10"), other_vx);
-    EXPECT_EQ(link(*ns2_, "adm0").value("master", ""), "vmbr0");
+    EXPECT_EQ(link(*ns2_, "adm0").value("master", ""), "vmbr100");
     EXPECT_TRUE(eventually([] {
         std::string l = node2_->log();
         auto at = l.find("Links named like client networks but not made by PVC, left alone: ");
-        return at != std::string::npos && l.find("vmbr0 (has port adm0)", at) != std::string::npos &&
+        return at != std::string::npos && l.find("vmbr100 (has port adm0)", at) != std::string::npos &&
                l.find("vxlan10 (UDP port 8472)", at) != std::string::npos;
     })) << node2_->log();
-    for (const char* l : {"vmbr0", "adm0", "vxlan10"}) ns2_->exec({"ip", "link", "del", l});
+    for (const char* l : {"vmbr100", "adm0", "vxlan10"}) ns2_->exec({"ip", "link", "del", l});
 }
