@@ -21,9 +21,9 @@ const char* to_string(FenceOutcome o) {
 }
 
 FenceJob::FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log,
-                   FenceSettings settings, std::string node, Clock::time_point last_seen)
+                   FenceSettings settings, std::string node, Clock::time_point last_seen, int32_t dead_version)
     : zk_(std::move(zk)), ipmi_(ipmi), locks_(locks), log_(std::move(log)), s_(std::move(settings)),
-      node_(std::move(node)), last_seen_(last_seen) {}
+      node_(std::move(node)), last_seen_(last_seen), dead_version_(dead_version) {}
 
 bool FenceJob::sleep(std::stop_token& stop, Clock::duration d) {
     std::mutex m;
@@ -55,11 +55,35 @@ FenceOutcome FenceJob::saving_throws(std::stop_token& stop) {
     return FenceOutcome::fenced;  // "go on"
 }
 
-void FenceJob::mark_fenced() {
-    if (set_keys(*zk_, {{schema::path("node.state.daemon", {node_}), "fenced"}}))
+bool FenceJob::mark_fenced() {
+    if (set_keys(*zk_, {{schema::path("node.state.daemon", {node_}), "fenced"}})) {
         log_.ok("Node {} is fenced", node_);
+        return true;
+    }
+    log_.error("Could not write daemonstate fenced for {}: its VMs are NOT moved", node_);
+    return false;
+}
+
+FenceOutcome FenceJob::hand_back(const char* when) {
+    zk::Status st = zk::Status::other;
+    try {
+        zk::Transaction tx(*zk_);
+        tx.set(schema::path("node.state.daemon", {node_}), "run", dead_version_);
+        st = tx.commit();
+    } catch (const std::exception& e) {
+        log_.error("Fence job for {} stopped {}: {}", node_, when, e.what());
+    }
+    if (st == zk::Status::ok)
+        log_.warn("Fence job for {} stopped {}: the node is handed back to the coordinators (daemonstate run) to be "
+                  "judged again",
+                  node_, when);
+    else if (st == zk::Status::bad_version)
+        log_.info("Fence job for {} stopped {}: its daemonstate changed meanwhile, left as it is", node_, when);
     else
-        log_.error("Could not write daemonstate fenced for {}", node_);
+        log_.error("Fence job for {} stopped {}, and its daemonstate could not be set back to run ({}): it stays "
+                   "dead and NO COORDINATOR WILL FENCE IT; check the node by hand",
+                   node_, when, zk::to_string(st));
+    return FenceOutcome::stopped;
 }
 
 // §10.3 step 6: a dead coordinator cannot stay primary.
@@ -84,7 +108,8 @@ void FenceJob::recover(const std::function<bool()>& before_writes, std::optional
 FenceOutcome FenceJob::run(std::stop_token stop) {
     times_.started = Clock::now();
     log_.warn("Node {} seems dead; starting fence job ({} saving throws)", node_, s_.saving_throws);
-    if (auto o = saving_throws(stop); o != FenceOutcome::fenced) return o;
+    if (auto o = saving_throws(stop); o != FenceOutcome::fenced)
+        return o == FenceOutcome::stopped ? hand_back("during its saving throws") : o;
     times_.throws_done = Clock::now();
 
     BmcAccess bmc;
@@ -138,7 +163,14 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
         if (Clock::now() >= confirm_end || !sleep(stop, pause)) break;
         pause = std::min<std::chrono::milliseconds>(pause * 2, s_.poll_period);
     }
-    if (stop.stop_requested()) return FenceOutcome::stopped;
+    // Stopped while `off` was being confirmed: the node is never left
+    // powered off by a job that gives up; powered on and handed back, it is
+    // judged again (its next fence job power cycles it if it is still silent).
+    if (!confirmed && stop.stop_requested()) {
+        IpmiResult on = ipmi_.chassis_power(bmc, "on");
+        if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
+        return hand_back("after its power off");
+    }
 
     FenceOutcome outcome;
     if (confirmed) {
@@ -170,13 +202,16 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
                 },
                 std::move(reads));
         });
+        // Confirmed off, the job completes even if stopped meanwhile: every
+        // step left is bounded (ZooKeeper writes, one `on`).
+        bool written = false;
         try {
-            mark_fenced();
+            written = mark_fenced();
         } catch (...) {
             fenced_written.set_exception(std::current_exception());
             throw;
         }
-        fenced_written.set_value(true);
+        fenced_written.set_value(written);
         demote_router();
         IpmiResult on = ipmi_.chassis_power(bmc, "on");
         if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
@@ -193,15 +228,14 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
     const auto after_end = Clock::now() + std::chrono::seconds(2);
     do after = ipmi_.chassis_power(bmc, "status");
     while (after.state == PowerState::unknown && Clock::now() < after_end && sleep(stop, s_.poll_period));
-    if (stop.stop_requested()) return FenceOutcome::stopped;
+    if (after.state == PowerState::unknown && stop.stop_requested()) return hand_back("after its power cycle");
     bool success = after.state == PowerState::off || (off.exit_status == 0 && after.state == PowerState::on);
     outcome = success ? FenceOutcome::fenced : FenceOutcome::failed;
     demote_router();
     if (success) {
         times_.confirmed_off = Clock::now();
         log_.ok("Node {} was power cycled (status after power on: {})", node_, after.output);
-        mark_fenced();
-        if (s_.migrate_on_success) recover();
+        if (mark_fenced() && s_.migrate_on_success) recover();
         return outcome;
     }
 
@@ -221,7 +255,7 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
     // one more interval covers the reset itself.
     auto suicide_deadline = last_seen_ + s_.interval * (s_.suicide_intervals + 1);
     log_.warn("Waiting for the self-fence deadline of {} before moving its VMs", node_);
-    if (!sleep(stop, suicide_deadline - Clock::now())) return FenceOutcome::stopped;
+    if (!sleep(stop, suicide_deadline - Clock::now())) return hand_back("waiting for the self-fence deadline");
     try {
         if (zk_->get(schema::path("node.state.daemon", {node_})).value_or("") != "dead") {
             log_.ok("Node {} is back; its VMs are not moved", node_);

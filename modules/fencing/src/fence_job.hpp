@@ -39,7 +39,7 @@ enum class FenceOutcome {
     saved,     // the node wrote `run` again during the saving throws
     fenced,    // power off confirmed (or the table of §10.3 says success)
     failed,    // the BMC could not be made to confirm
-    stopped,   // the module stopped before the job ended
+    stopped,   // the module stopped before the job ended (the node handed back: FenceJob::hand_back)
 };
 const char* to_string(FenceOutcome o);
 
@@ -52,15 +52,24 @@ class FenceJob {
 public:
     // `last_seen`: when the fencer first saw the node's last keepalive
     // (FenceMonitor::last_seen), the start of its suicide deadline.
+    // `dead_version`: the version of the node's daemonstate as the fencer's
+    // `dead` left it (mark_dead), so that an interrupted job hands the node
+    // back only if nothing wrote its state since.
     FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
-             std::string node, Clock::time_point last_seen);
+             std::string node, Clock::time_point last_seen, int32_t dead_version);
     FenceOutcome run(std::stop_token stop);
     const FenceTimes& times() const { return times_; }
 
 private:
     bool sleep(std::stop_token& stop, Clock::duration d);
     FenceOutcome saving_throws(std::stop_token& stop);
-    void mark_fenced();
+    // False (logged) if `fenced` could not be written: nothing is recovered then.
+    bool mark_fenced();
+    // The job was stopped before it ended (its coordinator shutting down):
+    // the node's daemonstate goes back from our `dead` to `run`, so that the
+    // coordinators judge it again (a `dead` node is never judged: left so, it
+    // and its VMs would stay there for good). Returns `stopped`.
+    FenceOutcome hand_back(const char* when);
     void demote_router();
     void recover(const std::function<bool()>& before_writes = {}, std::optional<RecoveryReads> reads = std::nullopt);
 
@@ -71,6 +80,7 @@ private:
     FenceSettings s_;
     std::string node_;
     Clock::time_point last_seen_;
+    int32_t dead_version_;
     FenceTimes times_;
 };
 

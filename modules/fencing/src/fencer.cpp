@@ -132,11 +132,15 @@ void Fencer::scan(FenceMonitor::Cause cause) {
     auto values = zk_->get_many(paths, &stats);
     if (zk::lenient_bool(values[0].value_or("")).value_or(false)) return;
     std::vector<Observation> obs;
+    std::map<std::string, zk::Stat> keepalives;  // as this scan read them: what a dead node is judged on
     if (nodes) {
         for (size_t i = 0; i < nodes->size(); ++i) {
             Observation o{(*nodes)[i], std::nullopt, std::nullopt};
             o.daemon_state = values[1 + 2 * i].value_or("");
-            if (values[2 + 2 * i]) o.keepalive_mzxid = stats[2 + 2 * i].mzxid;
+            if (values[2 + 2 * i]) {
+                o.keepalive_mzxid = stats[2 + 2 * i].mzxid;
+                keepalives[(*nodes)[i]] = stats[2 + 2 * i];
+            }
             obs.push_back(std::move(o));
         }
     }
@@ -161,7 +165,7 @@ void Fencer::scan(FenceMonitor::Cause cause) {
             std::lock_guard g(jobs_m_);
             if (jobs_.count(node)) continue;
         }
-        handle_dead(node);
+        handle_dead(node, keepalives.at(node));
     }
 }
 
@@ -184,37 +188,48 @@ void Fencer::watch_keepalives(const std::vector<std::string>& nodes) {
     }
 }
 
+std::optional<int32_t> mark_dead(zk::Session& zk, const Logger& log, const std::string& node,
+                                 const zk::Stat& judged) {
+    const std::string state_path = schema::path("node.state.daemon", {node});
+    zk::Stat state_stat;
+    if (zk.get(state_path, &state_stat).value_or("") != "run") return std::nullopt;  // another coordinator took it
+    // The keepalive judged, not one read now: a keepalive written since the
+    // scan would otherwise become the baseline and a live node be marked dead.
+    zk::Transaction tx(zk);
+    tx.check(schema::path("node.keepalive", {node}), judged.version);
+    tx.set(state_path, "dead", state_stat.version);
+    zk::Status st = tx.commit();
+    if (st == zk::Status::ok) return state_stat.version + 1;
+    if (st == zk::Status::bad_version) {
+        log.info("Node {} wrote its keepalive or state since it was judged; not marking it dead", node);
+        return std::nullopt;
+    }
+    log.error("Could not mark {} dead ({}); not fencing it", node, zk::to_string(st));
+    return std::nullopt;
+}
+
 // §10.2 step 3: the write lock on the dead node's daemonstate makes one job
 // per node across every coordinator (ours and the reference's).
-void Fencer::handle_dead(const std::string& node) {
+void Fencer::handle_dead(const std::string& node, const zk::Stat& judged) {
     const std::string state_path = schema::path("node.state.daemon", {node});
-    zk::Stat before;
-    if (!zk_->exists(schema::path("node.keepalive", {node}), &before)) return;
     zk::Lock lock(zk_, state_path, zk::LockKind::write);
     // Bounded: a stuck peer holding the lock must not stop our scans.
     if (!lock.acquire(settings_.interval * 2)) {
         log_.warn("Node {} seems dead, but its state lock is busy; trying again at the next scan", node);
         return;
     }
-    auto state = zk_->get(state_path);
-    zk::Stat now_stat;
-    bool fresh = zk_->exists(schema::path("node.keepalive", {node}), &now_stat) && now_stat.mzxid != before.mzxid;
-    if (state.value_or("") != "run" || fresh) return;  // another coordinator took it, or the node is back
-
     Clock::time_point last_seen;
     {
         std::lock_guard g(monitor_m_);
         last_seen = monitor_.last_seen(node).value_or(Clock::now());
     }
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    auto job = std::make_shared<FenceJob>(zk_, ipmi_, locks_, log_, settings_, node, last_seen);
+    // Written before the job's first saving throw reads it.
+    auto dead_version = mark_dead(*zk_, log_, node, judged);
+    if (!dead_version) return;
     log_.warn("Node {} seems dead (no keepalive for {} s)", node,
               std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - last_seen).count());
-    // Written before the job's first saving throw reads it.
-    if (!zk_->write(state_path, "dead")) {
-        log_.error("Could not mark {} dead; not fencing it", node);
-        return;
-    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    auto job = std::make_shared<FenceJob>(zk_, ipmi_, locks_, log_, settings_, node, last_seen, *dead_version);
     ++jobs_started_;
     std::lock_guard g(jobs_m_);
     jobs_[node] = Job{std::jthread([this, job, node, done](std::stop_token st) {

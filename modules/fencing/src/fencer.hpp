@@ -19,6 +19,14 @@
 
 namespace pvc::fencing {
 
+// §10.2 step 3, under the write lock on the node's daemonstate: writes `dead`
+// only if the state is `run` and the keepalive is still the write the scan
+// judged (`judged`: its Stat as the scan read it), both checked in the same
+// multi-op as the write. Returns the daemonstate's version after the write,
+// nullopt if the node was not marked (logged).
+std::optional<int32_t> mark_dead(zk::Session& zk, const Logger& log, const std::string& node,
+                                 const zk::Stat& judged);
+
 class Fencer {
 public:
     Fencer(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
@@ -40,7 +48,7 @@ private:
     void loop(std::stop_token stop);
     void scan(FenceMonitor::Cause cause);
     void watch_keepalives(const std::vector<std::string>& nodes);
-    void handle_dead(const std::string& node);
+    void handle_dead(const std::string& node, const zk::Stat& judged);
     void reap_jobs();
 
     std::shared_ptr<zk::Session> zk_;

@@ -51,7 +51,9 @@ void FencingModule::start(NodeContext& ctx) {
     });
     state_sub_ = ctx.events.daemon_state.subscribe([t = target_](const std::string& state) {
         std::lock_guard g(t->m);
-        if (t->self_fence && (state == "shutdown" || state == "stop")) t->self_fence->disarm();
+        if (!t->self_fence) return;
+        if (state == "run") t->self_fence->on_run();
+        else if (state == "shutdown" || state == "stop") t->self_fence->disarm();
     });
 }
 

@@ -15,21 +15,42 @@ SelfFence::SelfFence(std::shared_ptr<zk::Session> zk, Logger log, std::string no
 SelfFence::~SelfFence() { stop(); }
 
 void SelfFence::start() {
-    {
-        std::lock_guard g(m_);
-        last_write_ = Clock::now();
-    }
     watch_ = zk_->watch_data(schema::path("node.keepalive", {node_}),
                              [this](const std::optional<std::string>&, const zk::Stat& st) {
-        std::lock_guard g(m_);
-        if (st.mzxid != mzxid_) {
+        bool first = false;
+        {
+            std::lock_guard g(m_);
+            if (!mzxid_) {
+                mzxid_ = st.mzxid;  // the first answer: what was there before our first keepalive
+                return;
+            }
+            if (st.mzxid == *mzxid_) return;
             mzxid_ = st.mzxid;
             last_write_ = Clock::now();
+            first = !counting_;
+            counting_ = true;
         }
+        if (first) log_.info("Self-fencing counts from this node's first keepalive on");
     });
-    log_.info("Self-fencing is on: this node resets itself after {} s without a keepalive reaching ZooKeeper",
+    log_.info("Self-fencing is on: this node resets itself after {} s without a keepalive reaching ZooKeeper, "
+              "counted from its first keepalive",
               std::chrono::duration_cast<std::chrono::seconds>(interval_ * suicide_intervals_).count());
     thread_ = std::jthread([this](std::stop_token st) { loop(st); });
+}
+
+void SelfFence::on_run() {
+    {
+        std::lock_guard g(m_);
+        if (counting_) return;
+        counting_ = true;
+        last_write_ = Clock::now();
+    }
+    log_.info("Self-fencing counts from this node's first keepalive on");
+}
+
+bool SelfFence::counting() const {
+    std::lock_guard g(m_);
+    return counting_;
 }
 
 void SelfFence::disarm() { armed_ = false; }
@@ -58,6 +79,7 @@ void SelfFence::loop(std::stop_token stop) {
         Clock::duration silent;
         {
             std::lock_guard g(m_);
+            if (!counting_) continue;  // no keepalive of ours yet: start-up is not counted
             silent = Clock::now() - last_write_;
         }
         if (silent <= limit) {

@@ -124,3 +124,33 @@ TEST_F(FencingDaemon, NodeCutOffFromZooKeeperRunsItsResetAction) {
     EXPECT_NE(log_of("hv1").find("SELF-FENCING"), std::string::npos);
     server.start();
 }
+
+// A health plugin whose setup() takes 6 s delays the first keepalive by as
+// much (start-up loads the plugins before the keepalive starts): with
+// self-fencing after 3 intervals of 1 s, the node must not reset itself —
+// its ZooKeeper was reachable all along. It still does once cut off.
+TEST_F(FencingDaemon, SlowPluginSetupAtStartDoesNotResetTheNode) {
+    auto marker = dir.path() / "reset-ran";
+    auto c1 = config("hv1", 1, 3, "touch " + marker.string());
+    std::ofstream(dir.path() / "hv1" / "plugins" / "slowsetup")
+        << "import time\n"
+           "from pvcnoded.objects.MonitoringInstance import MonitoringPlugin\n"
+           "PLUGIN_NAME = \"slowsetup\"\n"
+           "class MonitoringPluginScript(MonitoringPlugin):\n"
+           "    def setup(self):\n"
+           "        time.sleep(6)\n"
+           "    def run(self, coordinator_state=None):\n"
+           "        return self.plugin_result\n"
+           "    def cleanup(self):\n"
+           "        pass\n";
+    DaemonProcess hv1("hv1", c1, dir.path() / "hv1.out");
+    ASSERT_TRUE(eventually([&] { return state("hv1") == "run"; }, 60s)) << slurp(dir.path() / "hv1.out.err");
+    EXPECT_NE(log_of("hv1").find("slowsetup"), std::string::npos) << log_of("hv1");
+    std::this_thread::sleep_for(3s);
+    EXPECT_FALSE(std::filesystem::exists(marker)) << log_of("hv1");
+    EXPECT_EQ(log_of("hv1").find("SELF-FENCING"), std::string::npos) << log_of("hv1");
+    zk.reset();
+    server.stop();
+    EXPECT_TRUE(eventually([&] { return std::filesystem::exists(marker); }, 20s)) << log_of("hv1");
+    server.start();
+}

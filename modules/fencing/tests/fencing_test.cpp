@@ -191,6 +191,39 @@ pid_t spawn_node_process() {
     return pid;
 }
 
+// A BMC that takes every command (exit 0) and never reports the chassis off;
+// `on_call` runs at each command, before its answer.
+class StubbornIpmi final : public Ipmi {
+public:
+    std::function<void(std::string_view)> on_call;
+    IpmiResult chassis_power(const BmcAccess&, std::string_view action) override {
+        {
+            std::lock_guard g(m_);
+            calls_.emplace_back(action);
+        }
+        if (on_call) on_call(action);
+        IpmiResult r;
+        r.exit_status = 0;
+        if (action == "status") {
+            r.output = "Chassis Power is on";
+            r.state = PowerState::on;
+        }
+        return r;
+    }
+    std::vector<std::string> calls() const {
+        std::lock_guard g(m_);
+        return calls_;
+    }
+    bool called(const std::string& action) const {
+        auto c = calls();
+        return std::find(c.begin(), c.end(), action) != c.end();
+    }
+
+private:
+    mutable std::mutex m_;
+    std::vector<std::string> calls_;
+};
+
 }  // namespace
 
 TEST_F(Fencing, DeadNodeIsFencedOnceAndItsVmsStartElsewhere) {
@@ -342,6 +375,155 @@ TEST_F(Fencing, RecoveryWritesNothingWhenTheFenceWasNotRecorded) {
     EXPECT_EQ(get(path("domain.node", {"vm-a"})), "hv3");
     EXPECT_EQ(get(path("domain.state", {"vm-a"})), "start");
     EXPECT_EQ(get(path("node.state.domain", {"hv3"})), "ready");
+}
+
+// The fence job writes `fenced` before the recovery writes anything; if
+// that write fails (here: the key made read-only) the recovery moves nothing.
+TEST_F(Fencing, FenceJobRecoversNothingWhenFencedCannotBeWritten) {
+    add_node("hv1", 1);
+    set_live("hv1", true);
+    add_node("hv3", 3);
+    auto& bmc = add_bmc("hv3", 3);
+    add_vm("vm-a", "hv3");
+    session->write(path("node.running_domains", {"hv3"}), "vm-a");
+    pvc::zk::Stat st;
+    session->write(path("node.state.daemon", {"hv3"}), "dead");
+    ASSERT_TRUE(session->get(path("node.state.daemon", {"hv3"}), &st));
+    auto acl = pvc::test::run_python(R"(
+import sys
+from kazoo.client import KazooClient
+from kazoo.security import make_acl
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+zk.set_acls(sys.argv[2], [make_acl('world', 'anyone', read=True)])
+zk.stop(); zk.close()
+)",
+                                     {zk.hosts(), path("node.state.daemon", {"hv3"})});
+    ASSERT_EQ(acl.status, 0) << acl.err;
+
+    auto ipmi = ipmitool();
+    NoRbdLockBreaker locks(log);
+    FenceJob job(connect(), *ipmi, locks, log, settings(0), "hv3", std::chrono::steady_clock::now(), st.version);
+    EXPECT_EQ(job.run(std::stop_token{}), FenceOutcome::fenced);  // powered off, confirmed
+    EXPECT_EQ(bmc.power_commands(), (std::vector<std::string>{"set power 0", "set power 1"}));
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "dead");
+    std::this_thread::sleep_for(1s);  // a recovery would have written by now
+    EXPECT_EQ(get(path("domain.node", {"vm-a"})), "hv3");
+    EXPECT_EQ(get(path("domain.state", {"vm-a"})), "start");
+    EXPECT_EQ(get(path("node.state.domain", {"hv3"})), "ready");
+    EXPECT_NE(slurp(dir.path() / "pvc.log").find("Could not write daemonstate fenced for hv3"), std::string::npos);
+}
+
+// A keepalive written between the scan that judged a node and the write of
+// `dead` (the node was only late) stops the write: the baseline is the
+// keepalive the scan judged, not one read after it.
+TEST_F(Fencing, MarkDeadOnlyOnTheKeepaliveTheScanJudged) {
+    add_node("hv3", 3);
+    pvc::zk::Stat judged;
+    ASSERT_TRUE(session->exists(path("node.keepalive", {"hv3"}), &judged));
+    session->write(path("node.keepalive", {"hv3"}), std::to_string(::time(nullptr)));  // the node is back
+    EXPECT_FALSE(mark_dead(*session, log, "hv3", judged));
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "run");
+
+    // Still silent since the judged keepalive: marked, and the version returned is the `dead` written.
+    ASSERT_TRUE(session->exists(path("node.keepalive", {"hv3"}), &judged));
+    auto version = mark_dead(*session, log, "hv3", judged);
+    ASSERT_TRUE(version);
+    pvc::zk::Stat st;
+    EXPECT_EQ(session->get(path("node.state.daemon", {"hv3"}), &st).value_or(""), "dead");
+    EXPECT_EQ(st.version, *version);
+    // Not `run` any more (another coordinator's): not marked again.
+    EXPECT_FALSE(mark_dead(*session, log, "hv3", judged));
+}
+
+// A fence job stopped during its saving throws (its coordinator's daemon
+// restarted) hands the node back: `run` again, so that a peer judges it and
+// fences it. Left `dead`, nobody would ever fence it or recover its VMs.
+TEST_F(Fencing, JobStoppedDuringSavingThrowsHandsTheNodeToAPeer) {
+    add_node("hv1", 1);
+    set_live("hv1", true);
+    add_node("hv3", 3);
+    auto& bmc = add_bmc("hv3", 3);
+    add_vm("vm-a", "hv3");
+    session->write(path("node.running_domains", {"hv3"}), "vm-a");
+    auto ipmi = ipmitool();
+    NoRbdLockBreaker locks(log);
+
+    auto first = std::make_unique<Fencer>(connect(), *ipmi, locks, log, settings(60), 3);
+    first->start();
+    auto first_ticks = std::make_unique<Ticker>(1000ms, [&] { first->on_tick(); });
+    ASSERT_TRUE(eventually([&] { return get(path("node.state.daemon", {"hv3"})) == "dead"; }, 20s));
+    EXPECT_EQ(first->jobs_started(), 1);
+
+    Fencer peer(connect(), *ipmi, locks, log, settings(0), 3);
+    std::atomic<int> done{0};
+    FenceOutcome outcome = FenceOutcome::stopped;
+    peer.on_job_done([&](const std::string&, FenceOutcome o, const FenceTimes&) {
+        outcome = o;
+        ++done;
+    });
+    peer.start();
+    Ticker peer_ticks(1000ms, [&] { peer.on_tick(); });
+    std::this_thread::sleep_for(1s);
+    first_ticks.reset();
+    first->stop();  // mid saving throws
+    EXPECT_TRUE(bmc.power_commands().empty());
+    EXPECT_NE(slurp(dir.path() / "pvc.log").find("handed back"), std::string::npos);
+
+    ASSERT_TRUE(eventually([&] { return done > 0; }, 30s)) << "the peer never fenced the handed-back node";
+    EXPECT_EQ(outcome, FenceOutcome::fenced);
+    EXPECT_EQ(peer.jobs_started(), 1);
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "fenced");
+    EXPECT_EQ(bmc.power_commands(), (std::vector<std::string>{"set power 0", "set power 1"}));
+    EXPECT_TRUE(eventually([&] { return get(path("domain.node", {"vm-a"})) == "hv1"; }, 10s));
+}
+
+// Stopped after `off` was sent and before the BMC confirmed it: the node is
+// powered on again and handed back.
+TEST_F(Fencing, JobStoppedAfterPowerOffPowersTheNodeOnAndHandsItBack) {
+    add_node("hv3", 3);
+    pvc::zk::Stat judged;
+    ASSERT_TRUE(session->exists(path("node.keepalive", {"hv3"}), &judged));
+    auto version = mark_dead(*session, log, "hv3", judged);
+    ASSERT_TRUE(version);
+    StubbornIpmi ipmi;
+    NoRbdLockBreaker locks(log);
+    auto s = settings(0);
+    s.confirm_window = 60s;
+    FenceJob job(connect(), ipmi, locks, log, s, "hv3", std::chrono::steady_clock::now(), *version);
+    FenceOutcome outcome = FenceOutcome::fenced;
+    std::jthread t([&](std::stop_token st) { outcome = job.run(st); });
+    ASSERT_TRUE(eventually([&] { return ipmi.called("status"); }, 10s));  // `off` sent, being confirmed
+    t.request_stop();
+    t.join();
+    EXPECT_EQ(outcome, FenceOutcome::stopped);
+    auto calls = ipmi.calls();
+    ASSERT_FALSE(calls.empty());
+    EXPECT_EQ(calls.front(), "off");
+    EXPECT_EQ(calls.back(), "on");
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "run");
+}
+
+// The hand-back writes `run` only over the job's own `dead`: a node that
+// wrote its state meanwhile (here it came back and shut down cleanly) keeps it.
+TEST_F(Fencing, StoppedJobLeavesAStateWrittenMeanwhile) {
+    add_node("hv3", 3);
+    pvc::zk::Stat judged;
+    ASSERT_TRUE(session->exists(path("node.keepalive", {"hv3"}), &judged));
+    auto version = mark_dead(*session, log, "hv3", judged);
+    ASSERT_TRUE(version);
+    StubbornIpmi ipmi;
+    ipmi.on_call = [&](std::string_view action) {
+        if (action == "off") session->write(path("node.state.daemon", {"hv3"}), "stop");
+    };
+    NoRbdLockBreaker locks(log);
+    auto s = settings(0);
+    s.confirm_window = 60s;
+    FenceJob job(connect(), ipmi, locks, log, s, "hv3", std::chrono::steady_clock::now(), *version);
+    std::jthread t([&](std::stop_token st) { job.run(st); });
+    ASSERT_TRUE(eventually([&] { return ipmi.called("status"); }, 10s));
+    t.request_stop();
+    t.join();
+    EXPECT_EQ(get(path("node.state.daemon", {"hv3"})), "stop");
 }
 
 TEST_F(Fencing, NodeSilentForLessThanTheDeadlineIsNotFenced) {
@@ -662,6 +844,40 @@ TEST_F(Fencing, ShuttingDownNodeDoesNotResetItself) {
     set_live("hv1", false);
     std::this_thread::sleep_for(4s);
     EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+// Start-up writes no keepalive (health plugins' setup() may take up to
+// plugin_timeout before the first one): a node whose ZooKeeper is reachable
+// must not reset itself then. The count starts at its first keepalive.
+TEST_F(Fencing, SelfFenceCountsFromTheFirstKeepaliveNotFromStartUp) {
+    add_node("hv1", 1);  // the previous run's keepalive; no heartbeat yet
+    auto marker = dir.path() / "reset-ran";
+    SelfFence self(connect(), log, "hv1", 1000ms, 2, "echo reset >> " + marker.string());
+    self.start();
+    std::this_thread::sleep_for(4500ms);  // a slow start-up: twice the 2 s limit
+    EXPECT_FALSE(std::filesystem::exists(marker));
+    EXPECT_EQ(self.resets(), 0);
+    EXPECT_FALSE(self.counting());
+    set_live("hv1", true);  // the first keepalive
+    EXPECT_TRUE(eventually([&] { return self.counting(); }, 5s));
+    std::this_thread::sleep_for(3s);
+    EXPECT_FALSE(std::filesystem::exists(marker));
+    // Counting for real now: a silence after the first keepalive still resets.
+    set_live("hv1", false);
+    EXPECT_TRUE(eventually([&] { return std::filesystem::exists(marker); }, 10s));
+    EXPECT_EQ(self.resets(), 1);
+}
+
+// The daemon's `run` (written by its first keepalive) also starts the count.
+TEST_F(Fencing, SelfFenceCountsFromRun) {
+    add_node("hv1", 1);
+    auto marker = dir.path() / "reset-ran";
+    SelfFence self(connect(), log, "hv1", 1000ms, 2, "echo reset >> " + marker.string());
+    self.start();
+    EXPECT_FALSE(self.counting());
+    self.on_run();
+    EXPECT_TRUE(self.counting());
+    EXPECT_TRUE(eventually([&] { return std::filesystem::exists(marker); }, 10s));
 }
 
 // Tier 2: the built module loads through the core's module host.
