@@ -262,12 +262,20 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
     Ctx c{req, std::move(args), {}, stop};
     c.params.parse(t.query);
     if (lower(req.content_type).rfind("application/x-www-form-urlencoded", 0) == 0) c.params.parse(req.body);
-    // Parameters: unknown ones refused (nothing is written), required ones
-    // present, choices exact (§1.4).
+    // Parameters (§1.4): unknown ones ignored, as the reference's non-strict
+    // parser does (a newer client sends parameters this API lacks, e.g.
+    // `migration_max_downtime` on `vm define`/`vm meta`; refusing them would
+    // refuse its whole request); required ones present, choices exact.
     for (const auto& [k, v] : c.params.pairs()) {
         bool known = false;
         for (const auto& p : route->params) known = known || k == p.name;
-        if (!known) return param_error(k, "Unknown parameter");
+        if (known) continue;
+        // The name only (never the value), printable or not logged as given.
+        bool printable = k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; });
+        std::string where;
+        for (const auto& seg : route->pattern) where += "/" + seg;
+        log_.debug("API {} {}: ignoring unknown parameter {}", req.method, where,
+                   printable ? k : std::string("(unprintable name)"));
     }
     for (const auto& p : route->params) {
         auto v = c.params.get(p.name);
