@@ -1,7 +1,12 @@
 #include "metrics.hpp"
 
+#include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
-#include <sstream>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
 
 #include "pvc/schema.hpp"
 
@@ -40,10 +45,12 @@ std::string num(double v) {
     return b;
 }
 std::string num(long long v) { return std::to_string(v); }
+// The shortest text that reads back as `v` (the reference prints Python's
+// repr): a stream's default 6 digits turned a 4 TB OSD's bytes into 4e+12.
 std::string raw(double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
+    char b[64];
+    auto [end, ec] = std::to_chars(b, b + sizeof b, v);
+    return ec == std::errc() ? std::string(b, end) : std::string("0");
 }
 
 void sample_to(std::string& s, const std::string& name, std::initializer_list<std::pair<const char*, std::string>> labels,
@@ -98,6 +105,24 @@ double jnum(const Json& j, const char* k) {
     if (v.is_string()) return to_float(v.get<std::string>());
     return 0;
 }
+// `ceph osd status`'s printed sizes ("0", "1.5k", "2489M", "236G") in bytes,
+// 1024-based, the unit case-insensitive; nullopt when it is no size ("|").
+std::optional<double> human_bytes(const std::string& text) {
+    const char* b = text.c_str();
+    char* end = nullptr;
+    double v = std::strtod(b, &end);
+    if (end == b || !std::isfinite(v)) return std::nullopt;
+    std::string unit(end);
+    if (unit.size() > 1 && (unit.back() == 'b' || unit.back() == 'B')) unit.pop_back();  // "1.5KB"
+    if (unit.empty() || unit == "b" || unit == "B") return v;
+    if (unit.size() != 1) return std::nullopt;
+    static const std::string units = "kmgtpe";
+    auto at = units.find(static_cast<char>(std::tolower(static_cast<unsigned char>(unit[0]))));
+    if (at == std::string::npos) return std::nullopt;
+    for (size_t i = 0; i <= at; ++i) v *= 1024;
+    return v;
+}
+
 std::string jstr(const Json& j, const char* k) {
     if (!j.is_object() || !j.contains(k)) return "";
     const Json& v = j[k];
@@ -432,6 +457,9 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
     o.metric("pvc_ceph_osd_device", "PVC OSD device");
     for (const auto& [id, s] : osd_stats)
         o.sample("pvc_ceph_osd_device", {{"osd", id}, {"device", r.value(path("osd.node", {id})) + ":" + r.value(path("osd.device", {id}))}}, "1");
+    o.metric("pvc_ceph_osd_db_device", "PVC OSD DB device");
+    for (const auto& [id, s] : osd_stats)
+        o.sample("pvc_ceph_osd_db_device", {{"osd", id}, {"db_device", r.value(path("osd.db_device", {id}))}}, "1");
     o.metric("pvc_ceph_osd_device_class", "PVC OSD device class");
     for (const auto& [id, s] : osd_stats)
         if (s.is_object() && s.contains("class")) o.sample("pvc_ceph_osd_device_class", {{"osd", id}, {"device_class", jstr(s, "class")}}, "1");
@@ -440,9 +468,25 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
     osd_line("pvc_ceph_osd_pgs", "pgs", 1);
     osd_line("pvc_ceph_osd_size", "kb", 1);
     osd_line("pvc_ceph_osd_used", "kb_used", 1024);
+    osd_line("pvc_ceph_osd_used_data", "kb_used_data", 1024);
+    osd_line("pvc_ceph_osd_used_omap", "kb_used_omap", 1024);
+    osd_line("pvc_ceph_osd_used_meta", "kb_used_meta", 1024);
     osd_line("pvc_ceph_osd_avail", "kb_avail", 1024);
     osd_line("pvc_ceph_osd_weight", "weight", 1);
     osd_line("pvc_ceph_osd_reweight", "reweight", 1);
+    // `ceph osd status`'s columns: the operation counts as printed, the data
+    // rates' human sizes in bytes (a value that is no size, e.g. the new
+    // OSD's placeholder "|", is left out).
+    auto osd_data_line = [&](const char* name, const char* key) {
+        o.metric(name, "PVC OSD statistic");
+        for (const auto& [id, s] : osd_stats)
+            if (s.is_object() && s.contains(key))
+                if (auto b = human_bytes(jstr(s, key))) o.sample(name, {{"osd", id}}, raw(*b));
+    };
+    osd_line("pvc_ceph_osd_wr_ops", "wr_ops", 1);
+    osd_data_line("pvc_ceph_osd_wr_data", "wr_data");
+    osd_line("pvc_ceph_osd_rd_ops", "rd_ops", 1);
+    osd_data_line("pvc_ceph_osd_rd_data", "rd_data");
 
     // Per pool.
     auto pools = r.children(path("base.pool"));
@@ -451,19 +495,46 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
         auto tier = r.value(path("pool.tier", {p}));
         o.sample("pvc_ceph_pool_tier", {{"pool", p}, {"tier", tier.empty() ? "default" : tier}}, "1");
     }
+    o.metric("pvc_ceph_pool_pgs", "PVC pool placement group count");
+    for (const auto& p : pools)
+        if (auto pgs = to_int(r.value(path("pool.pgs", {p})))) o.sample("pvc_ceph_pool_pgs", {{"pool", p}}, std::to_string(*pgs));
     o.metric("pvc_ceph_pool_volumes", "PVC pool volume count");
     for (const auto& p : pools)
         o.sample("pvc_ceph_pool_volumes", {{"pool", p}}, num(static_cast<long long>(r.children(path("base.volume") + "/" + p).size())));
-    for (const char* k : {"stored_bytes", "free_bytes", "used_bytes", "num_objects", "read_ops", "read_bytes", "write_ops", "write_bytes"}) {
-        std::string name = std::string("pvc_ceph_pool_") + k;
+    std::vector<Json> pool_stats;
+    for (const auto& p : pools) {
+        Json s;
+        try {
+            s = Json::parse(r.value(path("pool.stats", {p})));
+        } catch (...) {
+        }
+        pool_stats.push_back(std::move(s));
+    }
+    // The metric's name and the stats key it shows (api.md §4.2, in its order).
+    const std::pair<const char*, const char*> pool_figures[] = {
+        {"stored_bytes", "stored_bytes"},
+        {"free_bytes", "free_bytes"},
+        {"used_bytes", "used_bytes"},
+        {"used_percent", "used_percent"},
+        {"num_objects", "num_objects"},
+        {"num_objects_clones", "num_object_clones"},
+        {"num_objects_copies", "num_object_copies"},
+        {"num_objects_missing_on_primary", "num_objects_missing_on_primary"},
+        {"num_objects_unfound", "num_objects_unfound"},
+        {"num_objects_degraded", "num_objects_degraded"},
+        {"read_ops", "read_ops"},
+        {"read_bytes", "read_bytes"},
+        {"write_ops", "write_ops"},
+        {"write_bytes", "write_bytes"},
+    };
+    for (const auto& [metric, k] : pool_figures) {
+        std::string name = std::string("pvc_ceph_pool_") + metric;
+        bool percent = std::string_view(k) == "used_percent";  // a ratio 0..1, shown ×100 with 2 decimals
         o.metric(name, "PVC pool statistic");
-        for (const auto& p : pools) {
-            Json s;
-            try {
-                s = Json::parse(r.value(path("pool.stats", {p})));
-            } catch (...) {
-            }
-            if (s.is_object() && s.contains(k)) o.sample(name, {{"pool", p}}, raw(jnum(s, k)));
+        for (size_t i = 0; i < pools.size(); ++i) {
+            const Json& s = pool_stats[i];
+            if (s.is_object() && s.contains(k))
+                o.sample(name, {{"pool", pools[i]}}, percent ? num(jnum(s, k) * 100) : raw(jnum(s, k)));
         }
     }
     return o.take();
