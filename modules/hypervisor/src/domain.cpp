@@ -122,14 +122,58 @@ void Domain::detach() {
     });
 }
 
+void Domain::removed() {
+    detach();
+    auto self = shared_from_this();
+    sh_.procedures.post([self] { self->destroy_if_removed(); });
+}
+
+void Domain::destroy_if_removed() {
+    // Only a confirmed removal counts: the domain's root read as absent (not
+    // an error) and libvirt's answer, both asked again until known (≤ 1 min).
+    auto root_absent = [&]() -> std::optional<bool> {
+        auto r = sh_.get(path("domain.name"));
+        if (r.failed()) return std::nullopt;
+        return !r.present();
+    };
+    for (int attempt = 0; attempt < 30; attempt++) {
+        if (attempt > 0 && !sh_.stopper.sleep(2s)) return;
+        if (sh_.stopper.stopping()) return;
+        auto gone = root_absent();
+        if (!gone) continue;
+        if (!*gone) return;  // re-defined with the same UUID (rename): its new object decides
+        auto lv = sh_.lv.status(uuid_);
+        if (lv.unknown()) continue;
+        if (!lv.active()) return;
+        gone = root_absent();
+        if (!gone) continue;
+        if (!*gone) return;
+        log_.warn("VM {}: removed from the cluster while it runs here; destroying it", uuid_);
+        virDomainDestroy(lv.dom.get());
+        if (!Connection::status_of(lv.dom.get()).inactive()) continue;
+        if (sh_.running.remove(uuid_)) sh_.publish_running();
+        return;
+    }
+    log_.error("VM {}: removed from the cluster, but its domain here could not be confirmed destroyed", uuid_);
+}
+
 void Domain::stop_console() {
     if (auto c = console()) c->stop(true);
 }
 
-void Domain::retry_later() {
+void Domain::retry_later(Retry why, const std::string& detail) {
     using namespace std::chrono;
-    if (read_failures_++ == 0) log_.warn("VM {}: cannot read its keys from ZooKeeper; nothing done, retrying", uuid_);
-    auto delay = std::min(milliseconds(5000), milliseconds(200) * (1u << std::min(read_failures_ - 1, 5u)));
+    unsigned failures = 0;
+    if (why == Retry::zookeeper) {
+        failures = read_failures_++;
+        if (failures == 0) log_.warn("VM {}: cannot read its keys from ZooKeeper; nothing done, retrying", uuid_);
+    } else {
+        failures = libvirt_failures_++;
+        if (failures == 0)
+            log_.warn("VM {}: libvirt cannot tell whether it runs here ({}); nothing done, retrying", uuid_,
+                      detail.empty() ? "no answer" : detail);
+    }
+    auto delay = std::min(milliseconds(5000), milliseconds(200) * (1u << std::min(failures, 5u)));
     auto self = shared_from_this();
     boost::asio::post(strand_, [self, delay] {
         if (self->gone_ || self->sh_.stopper.stopping()) return;
@@ -138,6 +182,25 @@ void Domain::retry_later() {
             if (!ec) self->request_dispatch();
         });
     });
+}
+
+void Domain::libvirt_answered() {
+    if (libvirt_failures_.exchange(0) > 0) log_.info("VM {}: libvirt answers again", uuid_);
+}
+
+void Domain::note_libvirt_state(int state, int reason) {
+    if (state == VIR_DOMAIN_PAUSED || state == VIR_DOMAIN_PMSUSPENDED) {
+        if (!paused_warned_.exchange(true)) {
+            if (state == VIR_DOMAIN_PAUSED)
+                log_.warn("VM {}: present here but paused ({}); kept as it is, not restarted", uuid_,
+                          paused_reason(state, reason));
+            else
+                log_.warn("VM {}: present here but suspended by its guest (PMSUSPENDED); kept as it is, not restarted",
+                          uuid_);
+        }
+    } else if (state == VIR_DOMAIN_RUNNING && paused_warned_.exchange(false)) {
+        log_.info("VM {}: running again", uuid_);
+    }
 }
 
 void Domain::request_dispatch() {
@@ -256,7 +319,19 @@ void Domain::run_dispatch() {
     ensure_console(s.name);
     auto st = parse_vm_state(*s.state);
     if (st != VmState::invalid) warned_state_.clear();
-    bool running = sh_.lv.running(uuid_);
+    // "Running" = present in an active libvirt state (PAUSED and PMSUSPENDED
+    // included). A libvirt that cannot be asked is no answer: nothing is
+    // started, destroyed or written on it.
+    auto lv = sh_.lv.status(uuid_);
+    if (lv.unknown()) {
+        if (s.node == sh_.me) return retry_later(Retry::libvirt, lv.error);
+        // Not ours: it runs here only as a stray, which the keepalive
+        // collection dispatches again once libvirt lists it.
+        return;
+    }
+    libvirt_answered();
+    const bool running = lv.active();
+    if (running) note_libvirt_state(lv.state, lv.reason);
     if (s.node == sh_.me) {
         owner_dispatch(s, st, running);
         refresh_vnc();
@@ -272,7 +347,7 @@ void Domain::run_dispatch() {
         // Any other state, unknown ones included: one VM never runs on two nodes.
         if (!confirm("terminate it")) break;
         log_.info("VM {}: running here but assigned to {}; terminating", uuid_, s.node);
-        destroy_sequence();
+        if (!destroy_sequence()) break;
         if (sh_.running.remove(uuid_)) sh_.publish_running();
         if (auto c = console()) c->stop(true);
         break;
@@ -302,8 +377,15 @@ void Domain::owner_dispatch(const Snapshot& s, VmState st, bool running) {
         case VmState::stop:
             if (confirm("stop it")) hard_stop(true);
             break;
+        case VmState::remove:
+            // Undefined while it runs (the client's `stop` was never handled):
+            // its keys are about to go and nobody would ever stop it.
+            if (!confirm("destroy it before its removal")) break;
+            log_.warn("VM {}: state delete while it runs here; destroying it", uuid_);
+            hard_stop(false);
+            break;
         case VmState::invalid: warn_unknown_state(*s.state); break;
-        default: break;  // disable, fail, provision, restore, delete: left alone
+        default: break;  // disable, fail, provision, restore: left alone
         }
         return;
     }
@@ -349,15 +431,13 @@ bool Domain::write_state_from(std::initializer_list<std::string_view> expected, 
 
 void Domain::refresh_vnc() {
     std::string value;
-    if (auto d = sh_.lv.lookup(uuid_)) {
-        int st = 0, reason = 0;
-        if (virDomainGetState(d.get(), &st, &reason, 0) == 0 && st == VIR_DOMAIN_RUNNING) {
-            if (char* xml = virDomainGetXMLDesc(d.get(), 0)) {
-                if (auto x = try_parse_domain_xml(xml); x && x->graphics)
-                    value = x->graphics->listen + ":" + x->graphics->port;
-                free(xml);
-            }
-        }
+    auto lv = sh_.lv.status(uuid_);
+    if (lv.unknown()) return;  // unknown is not "no console": the key keeps its value
+    if (lv.active()) {
+        char* xml = virDomainGetXMLDesc(lv.dom.get(), 0);
+        if (!xml) return;
+        if (auto x = try_parse_domain_xml(xml); x && x->graphics) value = x->graphics->listen + ":" + x->graphics->port;
+        free(xml);
     }
     sh_.set_existing(uuid_, path("domain.console.vnc"), value);
 }
@@ -371,17 +451,22 @@ void Domain::adopt() {
 // §9.1
 void Domain::start_vm(const std::string* volumes_read) {
     if (auto c = console()) c->start();
-    if (auto d = sh_.lv.lookup(uuid_)) {
-        int st = 0, reason = 0;
-        if (virDomainGetState(d.get(), &st, &reason, 0) == 0 && st == VIR_DOMAIN_RUNNING) {
-            adopt();
-            sh_.write({{path("domain.failed_reason"), ""}});
-            return;
-        }
-        // A leftover (paused, crashed...) object would make createXML fail: remove it
+    auto lv = sh_.lv.status(uuid_);
+    if (lv.unknown()) return retry_later(Retry::libvirt, lv.error);  // before any lock is touched
+    if (lv.active()) {
+        // Running, paused or suspended: a QEMU holds the guest; never re-created.
+        note_libvirt_state(lv.state, lv.reason);
+        adopt();
+        sh_.write({{path("domain.failed_reason"), ""}});
+        return;
+    }
+    if (lv.dom) {
+        // A SHUTOFF or CRASHED leftover would make createXML fail: remove it
         // before any lock is touched, so no lock of a live QEMU is ever freed.
-        log_.warn("VM {}: found in state {}; destroying before start", uuid_, state_name(st));
-        virDomainDestroy(d.get());
+        log_.warn("VM {}: found in state {}; destroying before start", uuid_, state_name(lv.state));
+        virDomainDestroy(lv.dom.get());
+        auto after = Connection::status_of(lv.dom.get());
+        if (!after.inactive()) return retry_later(Retry::libvirt, after.error.empty() ? "leftover still active" : after.error);
     }
     std::vector<std::string> volumes;
     {
@@ -414,7 +499,10 @@ void Domain::start_vm(const std::string* volumes_read) {
         return;
     }
     log_.info("VM {}: starting", uuid_);
-    if (auto err = sh_.lv.create_xml(xml.value_or(""))) {
+    bool connection_error = false;
+    if (auto err = sh_.lv.create_xml(xml.value_or(""), &connection_error)) {
+        // libvirt unreachable is not the VM's failure: started again later.
+        if (connection_error) return retry_later(Retry::libvirt, *err);
         set_fail(*err);
         return;
     }
@@ -463,14 +551,15 @@ Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
                 return ShutdownResult::aborted;
             }
         }
-        if (!sh_.lv.running(uuid_)) {
+        // Off only when libvirt says so; unknown keeps waiting (and asking).
+        if (sh_.lv.status(uuid_).inactive()) {
             log_.ok("VM {}: shut down", uuid_);
             return finish(ShutdownResult::off);
         }
         if (Clock::now() >= deadline) {
             if (!confirm("destroy it after the shutdown timeout")) return ShutdownResult::aborted;
             log_.warn("VM {}: shutdown timed out after {} s; destroying", uuid_, sh_.config.vm_shutdown_timeout);
-            destroy_sequence();
+            if (!destroy_sequence()) return ShutdownResult::aborted;
             return finish(ShutdownResult::timed_out);
         }
         // libvirt is asked again now and then in case its event was lost (a
@@ -491,26 +580,33 @@ Domain::StateNow Domain::seen_state(int32_t since) {
     return {s.state, true};
 }
 
-void Domain::destroy_sequence() {
-    if (auto d = sh_.lv.lookup(uuid_)) {
-        auto running = [&] {
-            int st = 0, reason = 0;
-            return virDomainGetState(d.get(), &st, &reason, 0) == 0 && st == VIR_DOMAIN_RUNNING;
-        };
+bool Domain::destroy_sequence() {
+    auto lv = sh_.lv.status(uuid_);
+    if (lv.active()) {
+        virDomainPtr d = lv.dom.get();
         auto seen = wake_.seen();
-        virDomainDestroy(d.get());
-        // Destroyed again if still running 200 ms later; its STOPPED event ends the wait earlier.
+        virDomainDestroy(d);
+        // Destroyed again if still active 200 ms later; its STOPPED event ends the wait earlier.
         const auto until = std::chrono::steady_clock::now() + 200ms;
-        while (running() && std::chrono::steady_clock::now() < until && wake_.wait_until(seen, until))
+        lv = Connection::status_of(d);
+        while (lv.active() && std::chrono::steady_clock::now() < until && wake_.wait_until(seen, until)) {
             seen = wake_.seen();
-        if (running()) virDomainDestroy(d.get());
+            lv = Connection::status_of(d);
+        }
+        if (lv.active()) {
+            virDomainDestroy(d);
+            lv = Connection::status_of(d);
+        }
     }
+    if (lv.inactive()) return true;
+    retry_later(Retry::libvirt, lv.unknown() ? lv.error : std::string("still active after destroy"));
+    return false;
 }
 
 // §9.4
 void Domain::hard_stop(bool write_stop) {
     log_.info("VM {}: stopping", uuid_);
-    destroy_sequence();
+    if (!destroy_sequence()) return;  // not confirmed gone: nothing written, tried again
     if (sh_.running.remove(uuid_)) sh_.publish_running();
     if (write_stop) write_state_from({"stop"}, "stop");
     if (auto c = console()) c->stop(true);
@@ -611,36 +707,44 @@ void Domain::receive() {
         auto keys = read();
         auto state = keys && keys->state ? parse_vm_state(*keys->state) : VmState::invalid;
         auto node = keys ? keys->node : std::string();
-        auto st = sh_.lv.state(uuid_);
-        if (st == VIR_DOMAIN_RUNNING) {
-            // Published even if the keepalive's statistics pass listed it first.
+        auto lv = sh_.lv.status(uuid_);
+        const bool last = round + 1 >= max_rounds;
+        if (lv.active()) {
+            // Running (or paused as it was on the source). Published even if
+            // the keepalive's statistics pass listed it first.
+            note_libvirt_state(lv.state, lv.reason);
             sh_.running.add(uuid_);
             sh_.publish_running();
             sh_.write({{path("domain.state"), "start"}});
             log_.ok("VM {}: migration received", uuid_);
-        } else if (st) {
-            sh_.write({{path("domain.state"), "fail"}, {path("domain.failed_reason"), "Failed to receive migration"}});
-            log_.error("VM {}: received domain is not running", uuid_);
-        } else if (node == sh_.me && state == VmState::stop) {
-            // The source shut the VM down: start it here.
-            sh_.write({{path("domain.state"), "start"}});
-        } else if (!keys && round + 1 < max_rounds) {
-            // ZooKeeper unreadable: decide nothing now, cycle again.
+        } else if ((lv.unknown() || !keys) && !last) {
+            // libvirt or ZooKeeper unreadable: decide nothing now, cycle again.
             phase_c.release();
             if (!sh_.stopper.sleep(1s)) return finish();
             continue;
-        } else if (!keys) {
-            log_.warn("VM {}: cannot read its keys; migration result left undecided", uuid_);
-        } else if (node == sh_.me && is_migrate(state) && round + 1 < max_rounds) {
+        } else if (lv.unknown() || !keys) {
+            log_.warn("VM {}: cannot read its {}; migration result left undecided", uuid_,
+                      lv.unknown() ? "libvirt state" : "keys");
+            retry_later(lv.unknown() ? Retry::libvirt : Retry::zookeeper, lv.error);
+        } else if (lv.dom && node == sh_.me) {
+            sh_.write({{path("domain.state"), "fail"}, {path("domain.failed_reason"), "Failed to receive migration"}});
+            log_.error("VM {}: received domain is not running ({})", uuid_, state_name(lv.state));
+        } else if (node == sh_.me && state == VmState::stop) {
+            // The source shut the VM down: start it here.
+            sh_.write({{path("domain.state"), "start"}});
+        } else if (node == sh_.me && is_migrate(state) && !last) {
             // The source may not have queued yet (client-initiated race, §10.5): cycle again.
             phase_c.release();
             if (!sh_.stopper.sleep(1s)) return finish();
             continue;
         } else if (node == sh_.me && is_migrate(state)) {
-            // Nothing was sent (the source does not run it): end in a defined state, not in `migrate`.
-            sh_.write({{path("domain.state"), "fail"},
-                       {path("domain.failed_reason"), "Migration source did not send the VM"}});
-            log_.error("VM {}: nothing was sent by the migration source", uuid_);
+            // Nothing was sent yet. The state stays `migrate` (§10.6): the
+            // source may be slow (waiting for a lock, restarting) and still
+            // run the VM; `fail` with this node would make it terminate its
+            // copy. A VM that arrives later is adopted by the keepalive
+            // collection (an active domain here in a migrate state).
+            log_.warn("VM {}: nothing sent by the migration source yet; state left {} (operator: unmigrate, or "
+                      "start it where it runs)", uuid_, *keys->state);
         } else {
             log_.warn("VM {}: migration aborted or failed on the source", uuid_);
         }

@@ -40,8 +40,12 @@ public:
     // state watch (which dispatches once at once). Blocking: call off the
     // ZooKeeper event thread.
     void attach();
-    // The domain was removed: no further dispatch, console stopped.
+    // No further dispatch, console stopped (module stop, or the domain was removed).
     void detach();
+    // Its keys were removed from the cluster (the /domains child is gone):
+    // detach, then destroy its QEMU if one still runs here (a VM undefined
+    // while it ran; nobody would ever stop it) once the removal is confirmed.
+    void removed();
     // Queues a dispatch; while one runs, it is coalesced into one more
     // dispatch afterwards (never dropped).
     void request_dispatch();
@@ -61,6 +65,10 @@ public:
     Seen seen() const;
     // A libvirt lifecycle event of this domain: wakes its waiting procedure.
     void on_libvirt_event() { wake_.notify(); }
+    // libvirt's state of the domain as a dispatch or the keepalive collection
+    // found it active here: a PAUSED or PMSUSPENDED domain is logged once
+    // (with libvirt's reason), and again when it runs again.
+    void note_libvirt_state(int state, int reason);
 
 private:
     struct Snapshot {
@@ -79,9 +87,12 @@ private:
     // VM: true only if they still say what the dispatch decided on (the
     // decision's version becomes the one just read).
     bool confirm(const char* act);
-    // A dispatch that could not read (or confirm) does nothing and runs again
-    // later, with a doubling delay.
-    void retry_later();
+    // A dispatch that could not read (or confirm) its keys, or could not ask
+    // libvirt about the domain, does nothing and runs again later, with a
+    // doubling delay (each cause logged once until it clears).
+    enum class Retry { zookeeper, libvirt };
+    void retry_later(Retry why = Retry::zookeeper, const std::string& detail = {});
+    void libvirt_answered();
     void decide(const Snapshot& s);   // decision_ = s without its XML
     void remember(const Snapshot& s);
     void owner_dispatch(const Snapshot& s, VmState st, bool running);
@@ -107,7 +118,10 @@ private:
     };
     StateNow seen_state(int32_t since);
     void hard_stop(bool write_stop);
-    void destroy_sequence();
+    // Destroys the domain here: true once libvirt confirms it is gone (or
+    // inactive); false (logged, a retry scheduled) when it could not be confirmed.
+    bool destroy_sequence();
+    void destroy_if_removed();
     void send(const Snapshot& s, bool live_required);
     void receive();
     bool acquire_unbounded(zk::Lock& lock);
@@ -136,6 +150,8 @@ private:
     // dispatch only (dispatches never overlap)
     std::optional<Snapshot> decision_;   // what the running dispatch acts on
     std::atomic<unsigned> read_failures_{0};
+    std::atomic<unsigned> libvirt_failures_{0};
+    std::atomic<bool> paused_warned_{false};
     std::string warned_state_;           // an unknown state already logged
     std::atomic<bool> busy_flag_{false};
     std::atomic<bool> gone_{false};

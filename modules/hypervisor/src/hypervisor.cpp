@@ -51,8 +51,11 @@ Hypervisor::~Hypervisor() {
 
 void Hypervisor::start() {
     if (started_.exchange(true)) return;
+    // Not fatal (hypervisor.md §4.1 says exit): the daemon keeps its other
+    // duties; owned VMs are left as they are, their dispatches retried until
+    // libvirt answers (README, degraded modes).
     std::string err;
-    if (!lv_->get(&err)) log_.error("{}", err);  // retried on every use
+    if (!lv_->get(&err)) log_.error("{}; VMs left as they are until it answers", err);
     {
         std::lock_guard g(tick_target_->m);
         tick_target_->hv = this;
@@ -156,7 +159,7 @@ void Hypervisor::on_children(const std::optional<std::vector<std::string>>& chil
     }
     for (auto& d : removed) {
         log_.info("VM {}: removed", d->uuid());
-        d->detach();
+        d->removed();
     }
     if (added.empty()) return;
     // The first reads of a batch (at start, every VM of the cluster: its keys
@@ -447,10 +450,20 @@ bool Hypervisor::collect(bool full, std::optional<std::chrono::milliseconds> dea
             if (virGetLastErrorCode() == VIR_ERR_NO_DOMAIN) continue;
             return give_up("libvirt: " + last_error());
         }
-        if (st != VIR_DOMAIN_RUNNING) continue;
+        // PAUSED and PMSUSPENDED domains are present: counted, never restarted.
+        if (!active_state(st)) continue;
         auto uuid = uuid_of(d.get());
         if (uuid.empty()) continue;
         running_here.insert(uuid);
+        if (auto dom = domain(uuid)) {
+            dom->note_libvirt_state(st, reason);
+            // Backstop for what no event asks: a stray (assigned elsewhere; its
+            // dispatch found libvirt unreachable, or it appeared here), or a VM
+            // that arrived after its receiver gave up (migrate state, node here).
+            auto c = dom->cached();
+            bool migrating = c.state == "migrate" || c.state == "migrate-live" || c.state == "unmigrate";
+            if (dom->idle() && (c.node != shared_->me || migrating)) dom->request_dispatch();
+        }
         virDomainInfo info{};
         if (virDomainGetInfo(d.get(), &info) == 0)
             usage[uuid] = Usage{static_cast<long>(info.memory / 1024), static_cast<int>(info.nrVirtCpu)};

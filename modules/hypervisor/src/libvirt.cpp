@@ -19,6 +19,26 @@ const char* state_name(int state) {
     return names[state];
 }
 
+std::string paused_reason(int state, int reason) {
+    if (state != VIR_DOMAIN_PAUSED) return {};
+    switch (reason) {
+    case VIR_DOMAIN_PAUSED_USER: return "paused by a user";
+    case VIR_DOMAIN_PAUSED_MIGRATION: return "migration";
+    case VIR_DOMAIN_PAUSED_SAVE: return "save";
+    case VIR_DOMAIN_PAUSED_DUMP: return "dump";
+    case VIR_DOMAIN_PAUSED_IOERROR: return "I/O error";
+    case VIR_DOMAIN_PAUSED_WATCHDOG: return "watchdog";
+    case VIR_DOMAIN_PAUSED_FROM_SNAPSHOT: return "restored from a snapshot";
+    case VIR_DOMAIN_PAUSED_SHUTTING_DOWN: return "shutting down";
+    case VIR_DOMAIN_PAUSED_SNAPSHOT: return "snapshot";
+    case VIR_DOMAIN_PAUSED_CRASHED: return "guest crashed";
+    case VIR_DOMAIN_PAUSED_STARTING_UP: return "starting up";
+    case VIR_DOMAIN_PAUSED_POSTCOPY: return "post-copy migration";
+    case VIR_DOMAIN_PAUSED_POSTCOPY_FAILED: return "post-copy migration failed";
+    default: return "unknown reason";
+    }
+}
+
 std::string uuid_of(virDomainPtr d) {
     char buf[VIR_UUID_STRING_BUFLEN] = {};
     if (virDomainGetUUIDString(d, buf) < 0) return {};
@@ -159,12 +179,41 @@ DomainHandle Connection::lookup(const std::string& uuid) {
     return DomainHandle(virDomainLookupByUUIDString(c.get(), uuid.c_str()));
 }
 
-std::optional<int> Connection::state(const std::string& uuid) {
-    auto d = lookup(uuid);
-    if (!d) return std::nullopt;
+DomainStatus Connection::status(const std::string& uuid) {
+    DomainStatus s;
+    std::string err;
+    auto c = get(&err);
+    if (!c) {
+        s.error = err;
+        return s;
+    }
+    DomainHandle d(virDomainLookupByUUIDString(c.get(), uuid.c_str()));
+    if (!d) {
+        if (virGetLastErrorCode() == VIR_ERR_NO_DOMAIN) s.presence = DomainStatus::Presence::inactive;
+        else s.error = last_error();
+        return s;
+    }
+    return status_of(d.get());
+}
+
+DomainStatus Connection::status_of(virDomainPtr d) {
+    DomainStatus s;
     int st = 0, reason = 0;
-    if (virDomainGetState(d.get(), &st, &reason, 0) < 0) return std::nullopt;
-    return st;
+    if (virDomainGetState(d, &st, &reason, 0) < 0) {
+        // Gone since the lookup (a transient domain destroyed): confirmed absent.
+        if (virGetLastErrorCode() == VIR_ERR_NO_DOMAIN) s.presence = DomainStatus::Presence::inactive;
+        else s.error = last_error();
+        return s;
+    }
+    if (virDomainRef(d) < 0) {
+        s.error = last_error();
+        return s;
+    }
+    s.dom = DomainHandle(d);
+    s.presence = active_state(st) ? DomainStatus::Presence::active : DomainStatus::Presence::inactive;
+    s.state = st;
+    s.reason = reason;
+    return s;
 }
 
 int Connection::request_shutdown(virDomainPtr d) {
@@ -181,13 +230,19 @@ void Connection::set_guest_shutdown(GuestShutdown fn) {
     guest_shutdown_ = std::move(fn);
 }
 
-std::optional<std::string> Connection::create_xml(const std::string& xml) {
+std::optional<std::string> Connection::create_xml(const std::string& xml, bool* connection_error) {
+    if (connection_error) *connection_error = false;
     std::string err;
     auto c = get(&err);
-    if (!c) return err;
+    if (!c) {
+        if (connection_error) *connection_error = true;
+        return err;
+    }
     DomainHandle d(virDomainCreateXML(c.get(), xml.c_str(), 0));
-    if (!d) return last_error();
-    return std::nullopt;
+    if (d) return std::nullopt;
+    err = last_error();
+    if (connection_error) *connection_error = virConnectIsAlive(c.get()) != 1;
+    return err;
 }
 
 std::optional<std::vector<DomainHandle>> Connection::list_active() {

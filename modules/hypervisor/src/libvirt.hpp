@@ -41,6 +41,34 @@ private:
 
 // virDomainState as text (NOSTATE, RUNNING, ...).
 const char* state_name(int state);
+// Why a domain is PAUSED (virDomainPausedReason as text: "user", "I/O error",
+// ...); "" for other states.
+std::string paused_reason(int state, int reason);
+
+// Whether a domain occupies this node: every libvirt state but SHUTOFF and
+// CRASHED (a PAUSED or PMSUSPENDED QEMU still holds the guest and its locks;
+// it is never destroyed to start the VM again).
+inline bool active_state(int state) { return state != VIR_DOMAIN_SHUTOFF && state != VIR_DOMAIN_CRASHED; }
+
+// What libvirt says of one domain. A lookup or state query that fails for any
+// reason but "no such domain" is `unknown`, never "not running": nothing is
+// started, destroyed or written on it.
+struct DomainStatus {
+    enum class Presence {
+        active,     // found in an active state (active_state)
+        inactive,   // confirmed: no such domain, or SHUTOFF/CRASHED
+        unknown,    // libvirt could not be asked (connection, other error)
+    };
+    Presence presence = Presence::unknown;
+    int state = VIR_DOMAIN_NOSTATE;   // when found
+    int reason = 0;
+    DomainHandle dom;                 // when found
+    std::string error;                // unknown: libvirt's message
+
+    bool active() const { return presence == Presence::active; }
+    bool inactive() const { return presence == Presence::inactive; }
+    bool unknown() const { return presence == Presence::unknown; }
+};
 
 class Connection {
 public:
@@ -60,9 +88,15 @@ public:
 
     // Domain by UUID string; nullptr when absent or libvirt is unreachable.
     DomainHandle lookup(const std::string& uuid);
-    // virDomainState of `uuid`; nullopt when absent or on error.
-    std::optional<int> state(const std::string& uuid);
-    bool running(const std::string& uuid) { return state(uuid) == VIR_DOMAIN_RUNNING; }
+    // The domain's presence here (tri-state, see DomainStatus).
+    DomainStatus status(const std::string& uuid);
+    // The presence of a domain already looked up (the result holds its own reference).
+    static DomainStatus status_of(virDomainPtr d);
+    // libvirt reports RUNNING for `uuid` (tests, benchmarks; decisions use status()).
+    bool running(const std::string& uuid) {
+        auto s = status(uuid);
+        return s.active() && s.state == VIR_DOMAIN_RUNNING;
+    }
     // Asks the guest to power off (ACPI); libvirt's return code. A real guest
     // takes seconds to answer, libvirt's test driver powers off at once:
     // tests and benchmarks replace how the guest answers (a slow guest is a
@@ -70,8 +104,11 @@ public:
     using GuestShutdown = std::function<int(virDomainPtr)>;
     int request_shutdown(virDomainPtr d);
     void set_guest_shutdown(GuestShutdown fn);
-    // Creates a transient domain; error text on failure.
-    std::optional<std::string> create_xml(const std::string& xml);
+    // Creates a transient domain; error text on failure. `connection_error`
+    // (if given) tells a libvirt that could not be reached or whose connection
+    // died during the call (the domain's definition is not at fault) from a
+    // refused domain.
+    std::optional<std::string> create_xml(const std::string& xml, bool* connection_error = nullptr);
     // Active domains (VIR_CONNECT_LIST_DOMAINS_ACTIVE); nullopt when libvirt
     // cannot be asked (an empty list would claim nothing runs here).
     std::optional<std::vector<DomainHandle>> list_active();

@@ -621,4 +621,192 @@ TEST_F(TwoNodes, AReceivedVmIsPublishedEvenIfTheStatisticsPassListedItFirst) {
     EXPECT_TRUE(eventually([&] { return get("node.running_domains", "hv2").find(u) != std::string::npos; }, 2s));
 }
 
+// ---- libvirt's answers: unreachable, paused, late arrivals (hypervisor.md §4.1, §9.1, §10.6) ----
+
+// Counts the RBD lock preparations a start makes (each frees this node's locks).
+struct CountingRbdLocks final : services::RbdLocks {
+    std::atomic<int> prepares{0};
+    std::optional<std::string> prepare_start(const std::string&, const std::vector<std::string>&) override {
+        prepares++;
+        return std::nullopt;
+    }
+    std::optional<std::string> free_all(const std::string&, const std::vector<std::string>&) override {
+        return std::nullopt;
+    }
+};
+
+// libvirt cannot be reached when the module starts (libvirtd restarting, or
+// started after pvcnoded): the test driver's node file appears only later.
+class OneNodeLateLibvirt : public HvTest {
+protected:
+    void SetUp() override {
+        HvTest::SetUp();
+        register_node("hv1");
+        late_xml = dir.path() / "late-node.xml";
+        n1 = std::make_unique<TestNode>("hv1", server.hosts(), dir.path(), "test://" + late_xml.string());
+        n1->services.provide<services::RbdLocks>(rbd);
+        n1->start();
+    }
+    void TearDown() override { n1.reset(); }
+    bool running(const std::string& uuid) { return n1->hv->libvirt().running(uuid); }
+    std::filesystem::path late_xml;
+    std::shared_ptr<CountingRbdLocks> rbd = std::make_shared<CountingRbdLocks>();
+    std::unique_ptr<TestNode> n1;
+};
+
+TEST_F(OneNodeLateLibvirt, AnUnreachableLibvirtIsNotANonRunningVm) {
+    auto start = uuid_n(80), shutdown = uuid_n(81), restart = uuid_n(82);
+    define(start, "vm80", "hv1", "start");
+    define(shutdown, "vm81", "hv1", "shutdown");
+    define(restart, "vm82", "hv1", "restart");
+    ASSERT_TRUE(eventually([&] { return n1->hv->domain(start) && n1->hv->domain(restart); }));
+    // Several retries pass: nothing is started (no lock freed), failed or stopped.
+    std::this_thread::sleep_for(2s);
+    EXPECT_EQ(rbd->prepares.load(), 0);
+    EXPECT_EQ(get("domain.state", start), "start");
+    EXPECT_EQ(get("domain.failed_reason", start), "");
+    EXPECT_EQ(get("domain.state", shutdown), "shutdown");
+    EXPECT_EQ(get("domain.state", restart), "restart");
+    // libvirt answers: the retries carry out what the states ask.
+    std::filesystem::copy_file(node_xml, late_xml);
+    EXPECT_TRUE(eventually([&] { return running(start) && running(restart); }, 20s));
+    EXPECT_TRUE(state_is(shutdown, "stop", 20s));
+    EXPECT_EQ(get("domain.state", start), "start");
+    EXPECT_EQ(get("domain.state", restart), "start");
+    EXPECT_EQ(get("domain.failed_reason", start), "");
+    EXPECT_EQ(rbd->prepares.load(), 2);
+}
+
+TEST_F(OneNode, APausedVmIsKeptAndCountedNotRestarted) {
+    auto u = uuid_n(83);
+    define(u, "vm83", "hv1", "start");
+    ASSERT_TRUE(eventually([&] { return running(u); }));
+    auto d = n1->hv->libvirt().lookup(u);
+    const auto id = virDomainGetID(d.get());
+    ASSERT_EQ(virDomainSuspend(d.get()), 0);  // as `virsh suspend`, or QEMU stopped on an I/O error
+    // The keepalive backstop and dispatches see it present.
+    ASSERT_TRUE(n1->hv->collect());
+    n1->hv->domain(u)->request_dispatch();
+    std::this_thread::sleep_for(1s);
+    ASSERT_TRUE(n1->hv->collect());
+    int st = 0, reason = 0;
+    ASSERT_EQ(virDomainGetState(d.get(), &st, &reason, 0), 0);
+    EXPECT_EQ(st, VIR_DOMAIN_PAUSED);
+    EXPECT_EQ(virDomainGetID(n1->hv->libvirt().lookup(u).get()), id);  // never destroyed and re-created
+    EXPECT_EQ(get("domain.state", u), "start");
+    EXPECT_EQ(n1->hv->running(), std::vector<std::string>{u});
+    KeepaliveReport r;
+    n1->hv->contribute(r);
+    EXPECT_EQ(r.log_fields["VMs"], "1");
+    std::map<std::string, std::string> w(r.writes.begin(), r.writes.end());
+    EXPECT_EQ(w[schema::path("node.running_domains", {"hv1"})], u);
+    // Resumed, it simply runs on.
+    ASSERT_EQ(virDomainResume(d.get()), 0);
+    EXPECT_TRUE(running(u));
+    EXPECT_EQ(virDomainGetID(n1->hv->libvirt().lookup(u).get()), id);
+}
+
+TEST_F(OneNode, DeleteOfAVmRunningOnItsOwnerDestroysIt) {
+    // The reference client writes `stop`, then `delete` 0.5 s later: a daemon
+    // that did not handle the `stop` in between still ends the VM.
+    auto u = uuid_n(84);
+    define(u, "vm84", "hv1", "start");
+    ASSERT_TRUE(eventually([&] { return running(u); }));
+    set("domain.state", u, "delete");
+    EXPECT_TRUE(eventually([&] { return !running(u); }));
+    EXPECT_TRUE(eventually([&] { return get("node.running_domains", "hv1").find(u) == std::string::npos; }));
+    EXPECT_EQ(get("domain.state", u), "delete");
+}
+
+TEST_F(OneNode, AVmWhoseKeysAreRemovedWhileItRunsIsDestroyed) {
+    auto u = uuid_n(85), other = uuid_n(86);
+    define(u, "vm85", "hv1", "start");
+    define(other, "vm86", "hv1", "start");
+    ASSERT_TRUE(eventually([&] { return running(u) && running(other); }));
+    admin->remove_recursive(schema::path("domain.name", {u}));
+    EXPECT_TRUE(eventually([&] { return n1->hv->domain(u) == nullptr && !running(u); }));
+    EXPECT_TRUE(eventually([&] { return get("node.running_domains", "hv1") == other; }));
+    EXPECT_FALSE(admin->exists(schema::path("domain.name", {u})));
+    EXPECT_TRUE(running(other));
+}
+
+TEST_F(TwoNodes, AStrayAppearingOnANonOwnerIsTerminatedByTheKeepaliveCollection) {
+    start_nodes();
+    auto u = uuid_n(87);
+    define(u, "m87", "hv1", "start");
+    ASSERT_TRUE(eventually([&] { return on(*n1, u); }));
+    ASSERT_TRUE(eventually([&] { auto d = n2->hv->domain(u); return d && d->cached().node == "hv1" && d->idle(); }));
+    // A copy appears on hv2 while no state change tells hv2 (as after a
+    // dispatch that could not ask libvirt).
+    ASSERT_FALSE(n2->hv->libvirt().create_xml(vm_xml("m87", u)));
+    ASSERT_TRUE(n2->hv->collect());
+    EXPECT_TRUE(eventually([&] { return !on(*n2, u); }));
+    EXPECT_TRUE(on(*n1, u));
+    EXPECT_EQ(get("domain.state", u), "start");
+}
+
+// The migration source is slow to send (its daemon down, or waiting for a
+// lock) while it still runs the VM: the receiver gives up after its rounds
+// but leaves `migrate` (§10.6); `fail` with the target as node would make the
+// source terminate its running copy when it looks.
+TEST_F(TwoNodes, AReceiverWhoseSourceIsSlowLeavesMigrateAndTheSourceKeepsTheVm) {
+    // hv1 on libvirt's shared default test driver, held open here, so its
+    // domains outlive a restart of hv1's module; hv2 on a private one.
+    ConnectHandle keep(virConnectOpen("test:///default"));
+    ASSERT_TRUE(keep);
+    n1 = std::make_unique<TestNode>("hv1", server.hosts(), dir.path(), "test:///default");
+    n2 = std::make_unique<TestNode>("hv2", server.hosts(), dir.path(), private_uri());
+    n1->start();
+    n2->start();
+    auto u = uuid_n(88);
+    define(u, "m88", "hv1", "start", "live");
+    ASSERT_TRUE(eventually([&] { return on(*n1, u); }));
+    DomainHandle d(virDomainLookupByUUIDString(keep.get(), u.c_str()));
+    ASSERT_TRUE(d);
+    const auto id = virDomainGetID(d.get());
+    n1->stop();  // the source's daemon is down: the VM runs on
+    ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "migrate"}, {schema::path("domain.node", {u}), "hv2"},
+                              {schema::path("domain.last_node", {u}), "hv1"}}));
+    ASSERT_TRUE(eventually([&] { return get("domain.migrate.sync_lock", u) == u; }, 10s));
+    // The receiver's rounds end (about 11 s) with the state left alone.
+    ASSERT_TRUE(eventually([&] {
+        auto r = n2->hv->domain(u);
+        return get("domain.migrate.sync_lock", u) == "" && r && r->idle();
+    }, 40s));
+    EXPECT_EQ(get("domain.state", u), "migrate");
+    EXPECT_EQ(get("domain.node", u), "hv2");
+    EXPECT_EQ(get("domain.failed_reason", u), "");
+    // The source comes back: it sends (live only; the test driver cannot) and
+    // aborts back to itself: the VM never stopped.
+    n1->start();
+    EXPECT_TRUE(eventually([&] { return get("domain.state", u) == "start" && get("domain.node", u) == "hv1"; }, 30s));
+    int st = 0, reason = 0;
+    ASSERT_EQ(virDomainGetState(d.get(), &st, &reason, 0), 0);
+    EXPECT_EQ(st, VIR_DOMAIN_RUNNING);
+    EXPECT_EQ(virDomainGetID(d.get()), id);
+    n1.reset();
+    virDomainDestroy(d.get());
+}
+
+// A VM that arrives after its receiver gave up (state still `migrate`, node
+// here) is adopted by the keepalive collection: state `start`.
+TEST_F(TwoNodes, AVmArrivingAfterItsReceiverGaveUpIsAdopted) {
+    start_nodes();
+    auto u = uuid_n(89);
+    define(u, "m89", "hv1", "stop");
+    ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "migrate"}, {schema::path("domain.node", {u}), "hv2"},
+                              {schema::path("domain.last_node", {u}), "hv1"}}));
+    ASSERT_TRUE(eventually([&] { return get("domain.migrate.sync_lock", u) == u; }, 10s));
+    ASSERT_TRUE(eventually([&] {
+        auto r = n2->hv->domain(u);
+        return get("domain.migrate.sync_lock", u) == "" && r && r->idle();
+    }, 40s));
+    ASSERT_EQ(get("domain.state", u), "migrate");
+    ASSERT_FALSE(n2->hv->libvirt().create_xml(vm_xml("m89", u)));
+    ASSERT_TRUE(n2->hv->collect());
+    EXPECT_TRUE(state_is(u, "start"));
+    EXPECT_TRUE(eventually([&] { return get("node.running_domains", "hv2").find(u) != std::string::npos; }));
+    EXPECT_TRUE(on(*n2, u));
+}
+
 }  // namespace pvc::hv::test
