@@ -271,8 +271,10 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
     if (!r.section(pvc, "")) return c;
 
     // identity
-    At node = r.child(pvc, "node");
-    if (auto v = r.required_string(node, " (set it to this node's short hostname)")) c.node = *v;
+    // pvc.node only names the log key /logs/<node>; the node's name everywhere
+    // else is the short hostname, also pvc.node's default (spec §1.3).
+    c.node = host.hostname;
+    r.read_string(r.child(pvc, "node"), c.node);
     r.read_bool(r.child(pvc, "debug"), c.debug);
 
     // pvc.functions

@@ -222,11 +222,17 @@ TEST(ConfigProblem, ToStringNamesFileLinePathAndMessage) {
     EXPECT_EQ(q.to_string("f"), "f: cannot read");
 }
 
-TEST(ConfigRequired, MissingNodeIsNamed) {
+TEST(ConfigDefaults, MissingNodeIsTheShortHostname) {
+    // pvc.node only names the log key; a reference configuration may leave it out (§1.3).
     std::string text = replace(minimal, "  node: pvchv1\n", "");
+    EXPECT_EQ(pvc::parse_config(text, "test.yaml", host("pvchv7.example.com")).node, "pvchv7");
+    EXPECT_EQ(pvc::parse_config(minimal, "test.yaml", host("pvchv7.example.com")).node, "pvchv1");
+}
+
+TEST(ConfigRequired, NodeThatIsNotAStringIsNamed) {
+    std::string text = replace(minimal, "  node: pvchv1\n", "  node: [a, b]\n");
     auto problems = problems_of(text);
-    expect_problem(problems, "pvc.node", 1, "required");
-    EXPECT_NE(problems[0].to_string("f").find("pvc.node"), std::string::npos);
+    expect_problem(problems, "pvc.node", line_of(text, "node: [a"), "");
 }
 
 TEST(ConfigRequired, MissingPvcSection) {
@@ -543,7 +549,7 @@ TEST(ConfigProblems, SeveralReportedAtOnceInLineOrder) {
     std::string text = replace(sample_text(), "keepalive_interval: 5", "keepalive_interval: five");
     text = replace(text, "network: \"10.255.0.0/24\"", "network: \"10.255.0.1/24\"");
     text = replace(text, "target_selector: mem", "target_selector: fastest");
-    text = replace(text, "  node: pvchv1\n", "");
+    text = replace(text, "  node: pvchv1\n", "  node: [pvchv1]\n");
     auto problems = problems_of(text);
     EXPECT_EQ(problems.size(), 4u) << dump(problems);
     EXPECT_NE(find_problem(problems, "pvc.node"), nullptr);

@@ -56,7 +56,7 @@ bool Daemon::old_primary_expected() {
     auto nodes = zk_->children(schema::path("base.node"));
     if (!nodes) return false;
     for (const auto& n : *nodes) {
-        if (n == cfg_.node) continue;
+        if (n == cfg_.host.hostname) continue;
         auto r = zk_->get(schema::path("node.state.router", {n})).value_or("");
         if (r == "primary" || r == "relinquish") return true;
     }

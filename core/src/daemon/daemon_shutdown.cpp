@@ -50,7 +50,7 @@ bool Daemon::successor_may_exist() {
         auto nodes = zk_->children(schema::path("base.node"));
         if (!nodes) return false;
         for (const auto& n : *nodes) {
-            if (n == cfg_.node) continue;
+            if (n == cfg_.host.hostname) continue;
             auto mode = zk_->get(schema::path("node.mode", {n}));
             auto state = zk_->get(schema::path("node.state.daemon", {n}));
             if (mode.value_or("") == "coordinator" && state.value_or("") == "run") return true;

@@ -557,7 +557,7 @@ HealthHost::HealthHost(const Config& cfg, Logger log, std::shared_ptr<zk::Sessio
     core_->log = std::move(log);
     core_->zk = std::move(zk);
     auto node = std::make_shared<health::NodeView>();
-    node->name = cfg.node;
+    node->name = cfg.host.hostname;  // the node's name in ZooKeeper (pvc.node names only the log key)
     std::weak_ptr<Core> weak = core_;
     node->coordinator_state = [weak]() -> std::string {
         if (auto c = weak.lock()) {
