@@ -159,6 +159,42 @@ TEST_F(DaemonZkLoss, TakeoverInterruptedByZooKeeperLossCompletes) {
     EXPECT_EQ(d->wait(30s), 0) << log();
 }
 
+// The node lock (one daemon per node name) is an ephemeral of the daemon's
+// session: a session that expired while the daemon was cut off took it along.
+// Once back, the daemon takes it again; if another daemon for the same node
+// took it meanwhile, this one stops.
+TEST_F(DaemonZkLoss, TheNodeLockIsTakenAgainAfterTheSessionExpired) {
+    start_daemon("hv1");
+    const std::string root = path("node.name", {"hv1"});
+    ASSERT_EQ(contenders(*zk, root).size(), 1u);
+    ens.kill(daemon_member);
+    // Longer than the session timeout (10 s): the session expires, its ephemerals go.
+    ASSERT_TRUE(eventually([&] { return contenders(*zk, root).empty(); }, 20s)) << "the session never expired";
+    ens.start(daemon_member);
+    EXPECT_TRUE(eventually([&] { return contenders(*zk, root).size() == 1; }, 30s)) << log();
+    EXPECT_TRUE(eventually([&] { return log().find("Node lock of hv1 held again") != std::string::npos; }, 10s))
+        << log();
+    EXPECT_TRUE(d->running());
+    d->signal(SIGTERM);
+    EXPECT_EQ(d->wait(30s), 0) << log();
+}
+
+TEST_F(DaemonZkLoss, ADaemonWhoseNodeLockWasTakenMeanwhileStops) {
+    start_daemon("hv1");
+    const std::string root = path("node.name", {"hv1"});
+    ens.kill(daemon_member);
+    ASSERT_TRUE(eventually([&] { return contenders(*zk, root).empty(); }, 20s)) << "the session never expired";
+    // Another pvcnoded for hv1 (here: the test) takes the node lock while this one is cut off.
+    pvc::zk::Lock other(zk, root, pvc::zk::LockKind::exclusive, "pvcnoded node=hv1 pid=1 start=1 boot=x pidns=y host=z");
+    ASSERT_TRUE(other.acquire(5s));
+    ens.start(daemon_member);
+    int status = d->wait(60s);
+    EXPECT_NE(status, -1) << "still running\n" << log();
+    EXPECT_NE(status, 0) << log();
+    EXPECT_NE(log().find("Another pvcnoded took the node lock of hv1"), std::string::npos) << log();
+    EXPECT_EQ(contenders(*zk, root).size(), 1u) << "the other daemon's lock must stay";
+}
+
 // `systemctl stop` while ZooKeeper is unreachable: every write of the
 // shutdown fails after its operation timeout, and the release of the primary
 // role, which nobody can see, is not waited for (that wait alone was 120 s and

@@ -274,13 +274,14 @@ TEST_F(DaemonTest, ThePrimaryPutsItsMigrationSelectorBackAfterEachClientChange) 
     EXPECT_EQ(d.wait(20s), 0);
 }
 
-TEST(DaemonConfig, MissingNodeExits78NamingTheKey) {
+TEST(DaemonConfig, MissingSectionExits78NamingTheKey) {
     pvc::test::TempDir dir("cfg");
     auto file = dir.path() / "bad.yaml";
     std::ofstream(file) << "pvc:\n  functions: {}\n";
     auto r = pvc::test::run_command({pvcnoded(), "--check-config", file.string()});
     EXPECT_EQ(r.status, 78);
-    EXPECT_NE((r.out + r.err).find("pvc.node"), std::string::npos) << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find("bad.yaml:1: pvc.cluster: required section is missing"), std::string::npos)
+        << r.out << r.err;
 }
 
 TEST(DaemonConfig, ShippedSampleIsValid) {

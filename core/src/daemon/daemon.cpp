@@ -89,7 +89,7 @@ int Daemon::run() {
     if (exit_status_ != exit_ok) {
         // Leave the cluster as consistent as we can: a registered node goes to stop.
         if (!shutting_down_.exchange(true)) {
-            if (zk_ && node_guard_ && node_guard_->held()) shutdown();
+            if (zk_ && holds_node_guard()) shutdown();
             io.stop();
         }
     }

@@ -51,6 +51,17 @@ private:
     void banner();
     void connect_zookeeper();
     void register_node();
+    struct NodeGuard {
+        std::unique_ptr<zk::Lock> lock;  // null: not acquired
+        bool keepalive_advanced = false;  // the holder's keepalive moved while we waited
+    };
+    NodeGuard acquire_node_guard();
+    void retake_node_guard();
+    void wait_for_flush_at_shutdown();
+    bool holds_node_guard() {
+        std::lock_guard g(guard_m_);
+        return node_guard_ && node_guard_->held();
+    }
     void claim_primary();
     void check_own_ipmi();
     void watch_cluster();
@@ -94,6 +105,7 @@ private:
     ServiceRegistry services_;
     Strand core_strand_{executor_.make_strand()};  // where every core event and transition hook runs
     std::shared_ptr<zk::Session> zk_;
+    std::mutex guard_m_;  // node_guard_: start-up, re-take after a session expiry, shutdown
     std::unique_ptr<zk::Lock> node_guard_;
     std::unique_ptr<ModuleHost> modules_;
     std::unique_ptr<HealthHost> health_;
@@ -121,7 +133,7 @@ private:
     bool shutdown_pending_ = false;  // a signal arrived during start-up
     std::atomic<bool> shutting_down_{false};
     std::thread shutdown_thread_;
-    int exit_status_ = exit_ok;
+    std::atomic<int> exit_status_{exit_ok};  // also set by the node lock's re-take (a pool thread)
     bool ready_notified_ = false;
 
     // The cluster's migration_target_selector as a watch last delivered it:

@@ -64,6 +64,34 @@ bool Daemon::successor_may_exist() {
     }
 }
 
+// §4 step 2: a flush or unflush of this node in progress is completed before
+// the node lets go of anything (the reference waits without limit, as here;
+// systemd's stop timeout is the bound). The keepalive goes on meanwhile, so
+// nobody takes the node for dead while its VMs move. The job is the
+// hypervisor module's; its value is read from ZooKeeper each 0.5 s. A value
+// that cannot be read ends the wait: a flush cannot progress without
+// ZooKeeper either.
+void Daemon::wait_for_flush_at_shutdown() {
+    if (!cfg_.enable_hypervisor) return;
+    std::string waited_for;
+    for (;;) {
+        std::optional<std::string> state;
+        try {
+            state = zk_->get(node_path("node.state.domain"));
+        } catch (const std::exception& e) {
+            log_.warn("Cannot read this node's domain state ({}); not waiting for a flush", e.what());
+            return;
+        }
+        if (!state || (*state != "flush" && *state != "unflush")) break;
+        if (waited_for.empty()) {
+            waited_for = *state;
+            log_.info("Waiting for the {} of this node in progress to complete before shutdown", waited_for);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    if (!waited_for.empty()) log_.ok("The {} of this node completed; shutting down", waited_for);
+}
+
 void Daemon::shutdown() {
     log_.system("Terminating pvcnoded and cleaning up");
     notify("STOPPING=1");
@@ -74,6 +102,7 @@ void Daemon::shutdown() {
         daemon_state_ = "shutdown";
     }
     events_.daemon_state.emit("shutdown");
+    wait_for_flush_at_shutdown();
 
     // Hand the primary role over if another node can take it (§4 step 4).
     std::string router = cached_router_state();
@@ -130,7 +159,10 @@ void Daemon::shutdown() {
     watches_.clear();
     if (ipmi_thread_.joinable()) ipmi_thread_.join();  // ≤ 2 s: ipmitool's own deadline
     shutdown_log_sink(sink_);
-    node_guard_.reset();
+    {
+        std::lock_guard g(guard_m_);
+        node_guard_.reset();
+    }
     zk_->close();
     log_.ok("Terminated pvcnoded");
 }

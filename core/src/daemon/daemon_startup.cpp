@@ -79,6 +79,7 @@ void Daemon::connect_zookeeper() {
             case zk::SessionEvent::reconnected: log_.ok("Connection to ZooKeeper resumed"); break;
             case zk::SessionEvent::expired_recovered:
                 log_.warn("ZooKeeper session expired; new session open, ephemerals and watches restored");
+                executor_.blocking("retaking the node lock", [this] { retake_node_guard(); });
                 events_.session_recovered.emit();
                 break;
             default: break;
@@ -107,6 +108,65 @@ void Daemon::connect_zookeeper() {
     }));
 }
 
+// Takes the node lock (README Decisions, "One daemon per node name"). Its
+// data says who we are, so that a restart after a crash can prove us gone.
+Daemon::NodeGuard Daemon::acquire_node_guard() {
+    const auto& h = cfg_.host;
+    const std::string root = node_path("node.name");
+    NodeGuard out;
+    auto lock = std::make_unique<zk::Lock>(zk_, root, zk::LockKind::exclusive,
+                                           node_guard::encode(node_guard::self(h.hostname), h.fqdn));
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(zk_->options().session_timeout +
+                                                                      std::chrono::seconds(2));
+    auto holders = node_guard::clear_stale(*zk_, root, h.hostname, log_);
+    if (!holders.empty()) {
+        auto until = std::chrono::system_clock::now() + wait;
+        log_.info("Waiting for the node lock of {}, held by {}, until {} (the ZooKeeper session timeout of a "
+                  "crashed holder, plus 2 s); then refusing to start",
+                  h.hostname, join(holders, ", "),
+                  fmt::format("{:%H:%M:%S}", fmt::localtime(std::chrono::system_clock::to_time_t(until))));
+    }
+    std::string ka_before = zk_->get(node_path("node.keepalive")).value_or("");
+    if (lock->acquire(wait)) {
+        out.lock = std::move(lock);
+        return out;
+    }
+    out.keepalive_advanced = zk_->get(node_path("node.keepalive")).value_or("") != ka_before;
+    return out;
+}
+
+// The node lock is an ephemeral of the session: an expired session took it
+// with it, and the session restores only its registered ephemerals. Taken
+// again at once; if another pvcnoded for this node took it meanwhile (started
+// while we were cut off), this one stops: one daemon per node.
+void Daemon::retake_node_guard() {
+    {
+        std::lock_guard g(guard_m_);
+        if (!node_guard_ || shutting_down_) return;
+    }
+    log_.info("Taking the node lock of {} again (the expired session removed it)", cfg_.host.hostname);
+    NodeGuard guard;
+    try {
+        guard = acquire_node_guard();
+    } catch (const std::exception& e) {
+        log_.error("Cannot take the node lock of {} again: {}; retrying at the next session recovery",
+                   cfg_.host.hostname, e.what());
+        return;
+    }
+    if (!guard.lock) {
+        log_.error("Another pvcnoded took the node lock of {} while this daemon's ZooKeeper session was expired{}; "
+                   "stopping this daemon (one daemon per node)",
+                   cfg_.host.hostname, guard.keepalive_advanced ? " (its keepalive advances)" : "");
+        exit_status_ = exit_failure;
+        request_shutdown();
+        return;
+    }
+    std::lock_guard g(guard_m_);
+    if (shutting_down_) return;  // the new lock is released as it goes
+    node_guard_ = std::move(guard.lock);  // the old one's contender is already gone
+    log_.ok("Node lock of {} held again", cfg_.host.hostname);
+}
+
 void Daemon::register_node() {
     const auto& h = cfg_.host;
     const std::string root = node_path("node.name");
@@ -116,29 +176,16 @@ void Daemon::register_node() {
 
     // One daemon per node name: an exclusive lock inside the node root,
     // ephemeral to our session (README Decisions). Readers ignore lock children.
-    // Its data says who we are, so that a restart after a crash can prove us gone.
     auto take_guard = [&] {
-        node_guard_ = std::make_unique<zk::Lock>(zk_, root, zk::LockKind::exclusive,
-                                                 node_guard::encode(node_guard::self(h.hostname), h.fqdn));
-        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(zk_->options().session_timeout +
-                                                                          std::chrono::seconds(2));
-        auto holders = node_guard::clear_stale(*zk_, root, h.hostname, log_);
-        if (!holders.empty()) {
-            auto until = std::chrono::system_clock::now() + wait;
-            log_.info("Waiting for the node lock of {}, held by {}, until {} (the ZooKeeper session timeout of a "
-                      "crashed holder, plus 2 s); then refusing to start",
-                      h.hostname, join(holders, ", "),
-                      fmt::format("{:%H:%M:%S}", fmt::localtime(std::chrono::system_clock::to_time_t(until))));
-        }
-        std::string ka_before = zk_->get(node_path("node.keepalive")).value_or("");
-        if (!node_guard_->acquire(wait)) {
-            std::string ka_after = zk_->get(node_path("node.keepalive")).value_or("");
+        auto guard = acquire_node_guard();
+        if (!guard.lock) {
             throw Startup(fmt::format("another pvcnoded is already running for node {} (it holds the node lock{}); "
                                       "refusing to start",
-                                      h.hostname,
-                                      ka_after != ka_before ? " and its keepalive advances" : ""),
+                                      h.hostname, guard.keepalive_advanced ? " and its keepalive advances" : ""),
                           exit_failure);
         }
+        std::lock_guard g(guard_m_);
+        node_guard_ = std::move(guard.lock);
     };
 
     bool exists = zk_->exists(root);
