@@ -73,7 +73,11 @@ bool Daemon::successor_may_exist() {
 // ZooKeeper either.
 void Daemon::wait_for_flush_at_shutdown() {
     if (!cfg_.enable_hypervisor) return;
-    std::string waited_for;
+    if (!zk_->connected()) {
+        log_.warn("ZooKeeper unavailable; not waiting for a flush of this node");
+        return;
+    }
+    std::string waited_for, last;
     for (;;) {
         std::optional<std::string> state;
         try {
@@ -82,14 +86,16 @@ void Daemon::wait_for_flush_at_shutdown() {
             log_.warn("Cannot read this node's domain state ({}); not waiting for a flush", e.what());
             return;
         }
-        if (!state || (*state != "flush" && *state != "unflush")) break;
+        last = state.value_or("<absent>");
+        if (last != "flush" && last != "unflush") break;
         if (waited_for.empty()) {
-            waited_for = *state;
+            waited_for = last;
             log_.info("Waiting for the {} of this node in progress to complete before shutdown", waited_for);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    if (!waited_for.empty()) log_.ok("The {} of this node completed; shutting down", waited_for);
+    if (!waited_for.empty())
+        log_.ok("The {} of this node ended (domain state {}); shutting down", waited_for, last);
 }
 
 void Daemon::shutdown() {
