@@ -203,6 +203,10 @@ TEST_F(DaemonZkLoss, ShutdownWithZooKeeperUnreachableDoesNotWaitForASuccessor) {
     start_daemon("hv1");
     zk->write(path("base.config.primary_node"), "hv1");
     ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {"hv1"})) == "primary"; }, 30s)) << log();
+    // The daemon itself knows it is primary (its keepalive line shows its
+    // cached router state): ZooKeeper showing `primary` comes a little before
+    // the takeover's last steps, and a cut then leaves the daemon in takeover.
+    ASSERT_TRUE(eventually([&] { return log().find(" [primary] in ") != std::string::npos; }, 10s)) << log();
     ens.kill(daemon_member);
     std::this_thread::sleep_for(1s);
     d->signal(SIGTERM);
