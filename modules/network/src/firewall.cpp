@@ -93,7 +93,7 @@ std::string render_base(const std::filesystem::path& static_dir) {
         fmt::arg("t", table), fmt::arg("s", static_dir.string()));
 }
 
-Fragment render_fragment(const FirewallNetwork& n, bool dispatch) {
+Fragment render_fragment(const FirewallNetwork& n) {
     Fragment f;
     const uint32_t v = n.vni;
     std::string in = chain(v, "in"), out = chain(v, "out"), input = chain(v, "input"), fwd = chain(v, "forward");
@@ -128,11 +128,24 @@ Fragment render_fragment(const FirewallNetwork& n, bool dispatch) {
             t += fmt::format("add rule {} {} counter {}\n", table, chain(v, dir), a.rule);
         }
     }
-    if (dispatch) {
-        t += fmt::format("add rule {} pvc-input meta iifname \"vmbr{}\" counter jump {}\n", table, v, input);
-        t += fmt::format("add rule {} pvc-forward counter jump {}\n", table, fwd);
-    }
     return f;
+}
+
+std::vector<uint32_t> include_order(const std::set<uint32_t>& vnis) {
+    std::vector<uint32_t> out(vnis.begin(), vnis.end());
+    std::sort(out.begin(), out.end(), [](uint32_t a, uint32_t b) {
+        return std::to_string(a) + ".nft" < std::to_string(b) + ".nft";
+    });
+    return out;
+}
+
+std::string render_dispatch(const std::set<uint32_t>& vnis) {
+    std::string t = fmt::format("flush chain {} pvc-input\nflush chain {} pvc-forward\n", table, table);
+    for (uint32_t v : include_order(vnis)) {
+        t += fmt::format("add rule {} pvc-input meta iifname \"vmbr{}\" counter jump {}\n", table, v, chain(v, "input"));
+        t += fmt::format("add rule {} pvc-forward counter jump {}\n", table, chain(v, "forward"));
+    }
+    return t;
 }
 
 Firewall::Firewall(std::filesystem::path dir) : dir_(std::move(dir)) {}
@@ -152,6 +165,31 @@ std::map<std::string, std::vector<uint64_t>> Firewall::dispatch_rules() {
     return out;
 }
 
+std::optional<std::vector<std::string>> Firewall::jumps(const std::string& name) {
+    nlohmann::json j = nft_.list(fmt::format("list chain {} {}", table, name));
+    if (!j.is_object() || !j.contains("nftables")) return std::nullopt;
+    std::vector<std::string> out;
+    for (const auto& item : j["nftables"]) {
+        if (!item.contains("rule")) continue;
+        for (const auto& e : item["rule"].value("expr", nlohmann::json::array()))
+            if (e.contains("jump")) out.push_back(e["jump"].value("target", ""));
+    }
+    return out;
+}
+
+bool Firewall::intact() {
+    std::vector<std::string> want_input, want_forward;
+    for (uint32_t v : include_order(dispatched_)) {
+        want_input.push_back(chain(v, "input"));
+        want_forward.push_back(chain(v, "forward"));
+    }
+    auto has = [](const std::optional<std::vector<std::string>>& j, const std::string& target) {
+        return j && std::find(j->begin(), j->end(), target) != j->end();
+    };
+    if (!has(jumps("input"), "pvc-input") || !has(jumps("forward"), "pvc-forward")) return false;
+    return jumps("pvc-input") == want_input && jumps("pvc-forward") == want_forward;
+}
+
 void Firewall::apply_base() {
     std::filesystem::create_directories(dir_ / "static");
     std::filesystem::create_directories(dir_ / "networks");
@@ -166,11 +204,16 @@ void Firewall::apply_base() {
     auto rules = dispatch_rules();
     for (uint32_t vni : networks_in_kernel())
         if (rules.count(chain(vni, "input")) && rules.count(chain(vni, "forward"))) dispatched_.insert(vni);
+    // Dispatch rules of an earlier run in another order (made in creation
+    // order), twice, or of half-made networks: rebuilt in include order.
+    if (intact()) return;
+    r = nft_.run(render_dispatch(dispatched_));
+    if (!r.ok) throw std::runtime_error("the dispatch rules were refused: " + r.error);
 }
 
 Firewall::Outcome Firewall::apply(const FirewallNetwork& n) {
     Outcome o;
-    Fragment f = render_fragment(n, !dispatched_.count(n.vni));
+    Fragment f = render_fragment(n);
     if (!f.refused_acl.empty()) {
         o.error = f.refused_why;
         o.acl = f.refused_acl;
@@ -185,7 +228,12 @@ Firewall::Outcome Firewall::apply(const FirewallNetwork& n) {
     const auto file = dir_ / "networks" / (std::to_string(n.vni) + ".nft");
     auto pending = file;
     pending += ".pending";
-    write_file(pending, f.text);
+    // A network dispatched for the first time: both dispatch chains rebuilt
+    // in include order in the same transaction (after the network's lines,
+    // so nft's line numbers still name its ACLs).
+    std::set<uint32_t> dispatch = dispatched_;
+    const bool first = dispatch.insert(n.vni).second;
+    write_file(pending, first ? f.text + render_dispatch(dispatch) : f.text);
     auto r = nft_.run_file(pending.string());
     if (!r.ok) {
         o.error = r.error;
@@ -204,10 +252,8 @@ Firewall::Outcome Firewall::apply(const FirewallNetwork& n) {
         std::filesystem::rename(pending, refused, ec);
         return o;
     }
-    dispatched_.insert(n.vni);
-    // The dispatch lines ran once; later applies render without them, so the
-    // comparison above is against the text without them.
-    applied_[n.vni] = render_fragment(n, false).text;
+    dispatched_ = std::move(dispatch);
+    applied_[n.vni] = f.text;  // without the dispatch lines (they ran once)
     o.ok = o.changed = true;
     std::error_code ec;
     std::filesystem::rename(pending, file, ec);

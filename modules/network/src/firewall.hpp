@@ -8,6 +8,9 @@
 //   forward  (hook)  the operator's static drop-ins, then `jump pvc-forward`
 //   pvc-input        per network: meta iifname "vmbr<vni>" jump vxlan<vni>-input
 //   pvc-forward      per network: jump vxlan<vni>-forward
+//                    (both in the reference's order: "<vni>.nft" file names
+//                    sorted as text, 100 before 20, §7.1; the first chain
+//                    to give a verdict wins for traffic between networks)
 //   vxlan<vni>-input    the §7.2 allow-list of what guests may send the host
 //   vxlan<vni>-forward  the §7.2 jumps by CIDR to vxlan<vni>-in / -out
 //   vxlan<vni>-in, -out the ACLs (§7.3), names and meaning as the reference's
@@ -54,16 +57,23 @@ struct FirewallNetwork {
     std::vector<Acl> acls;
 };
 
-// The commands for a network's own chains, flushed and refilled; with
-// `dispatch`, also its two dispatch rules. `acl_lines` maps each ACL's
-// line number (1-based) to its description (to name the ACL nft refused).
+// The commands for a network's own chains, flushed and refilled.
+// `acl_lines` maps each ACL's line number (1-based) to its description (to
+// name the ACL nft refused).
 struct Fragment {
     std::string text;
     std::map<int, std::string> acl_lines;
     std::string refused_acl;  // an ACL refused before nft saw it
     std::string refused_why;
 };
-Fragment render_fragment(const FirewallNetwork& n, bool dispatch);
+Fragment render_fragment(const FirewallNetwork& n);
+
+// VNIs in the reference's include order: their "<vni>.nft" file names
+// sorted as text (§7.1: 100 before 20).
+std::vector<uint32_t> include_order(const std::set<uint32_t>& vnis);
+// pvc-input and pvc-forward flushed and refilled with the dispatch rules of
+// `vnis`, in include_order.
+std::string render_dispatch(const std::set<uint32_t>& vnis);
 
 // The base commands (§7.1, without `flush ruleset`: only our table).
 std::string render_base(const std::filesystem::path& static_dir);
@@ -78,9 +88,16 @@ public:
     explicit Firewall(std::filesystem::path dir);
 
     // At start: our table, the hook chains and dispatchers; the operator's
-    // static/ files re-read. Other networks' chains stay as they are.
+    // static/ files re-read. Other networks' chains stay as they are; their
+    // dispatch rules are put in include order if they are not.
     // Throws std::runtime_error with nft's message.
     void apply_base();
+    // Whether the kernel still holds what apply_base and apply made: the hook
+    // chains' jumps to pvc-input / pvc-forward and there every applied
+    // network's jumps (a jump keeps its target chain: the kernel refuses to
+    // delete a chain still jumped to). False after `nft flush ruleset`, a
+    // reload of nftables.service or a flush of the table by another tool.
+    bool intact();
 
     struct Outcome {
         bool ok = false;
@@ -102,6 +119,8 @@ public:
 private:
     // The handles of dispatch rules, by the chain they jump to.
     std::map<std::string, std::vector<uint64_t>> dispatch_rules();
+    // The targets of a chain's jump rules, in rule order (nullopt: no such chain).
+    std::optional<std::vector<std::string>> jumps(const std::string& chain);
 
     std::filesystem::path dir_;
     Nftables nft_;

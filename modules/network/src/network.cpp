@@ -511,6 +511,13 @@ void NetworkModule::contribute(KeepaliveReport& report) {
             supervise_queued_ = false;
             supervise_dnsmasq();
         });
+    // Every few keepalives the worker checks that our firewall rules are
+    // still in the kernel (queued alike).
+    if (worker_ && ++keepalives_ % firewall_check_keepalives == 0 && !firewall_check_queued_.exchange(true))
+        on_worker("firewall check", [this] {
+            firewall_check_queued_ = false;
+            check_firewall();
+        });
     // The node's health (README, "Health"): every refused or failed network,
     // every network whose firewall rules nft refused, whose DHCP settings
     // dnsmasq is not run with, whose reservations were skipped, or whose
@@ -678,6 +685,9 @@ void NetworkModule::apply_firewall(const std::string& vni, Entry& e, const Clien
         it = e.acl_watches.erase(it);
     }
     auto out = firewall_->apply(fw);
+    // A refusal may be nft missing our table or chains (removed from
+    // outside); a change may have gone into chains no longer dispatched.
+    if ((!out.ok || out.changed) && !firewall_restoring_ && !firewall_->intact()) return restore_firewall();
     if (out.ok) {
         if (!e.firewall_error.empty()) log_.ok("Network {}: firewall rules accepted again", vni);
         else if (out.changed) log_.ok("Network {}: firewall rules in place ({} ACLs)", vni, fw.acls.size());
@@ -693,6 +703,38 @@ void NetworkModule::apply_firewall(const std::string& vni, Entry& e, const Clien
     e.firewall_error = why;
     std::lock_guard g(failed_m_);
     refused_fw_[vni] = why;
+}
+
+void NetworkModule::check_firewall() {
+    if (!firewall_ || firewall_->intact()) return;
+    restore_firewall();
+}
+
+void NetworkModule::restore_firewall() {
+    // Logged once per loss; while nft refuses the base, later checks retry quietly.
+    const bool first = !firewall_lost_;
+    firewall_lost_ = true;
+    if (first)
+        log_.warn("Firewall: our rules are no longer in the kernel (removed from outside: `nft flush ruleset`, a "
+                  "reload of nftables.service?); applying the base and every network's rules again");
+    try {
+        firewall_->apply_base();
+    } catch (const std::exception& ex) {
+        if (first) log_.error("Firewall: {}; tried again every {} keepalives", ex.what(), firewall_check_keepalives);
+        return;
+    }
+    firewall_restoring_ = true;
+    for (auto& [vni, e] : networks_) {
+        if (!e.applied) continue;  // no links (yet): its reconcile applies its rules
+        try {
+            refresh_firewall(vni);  // managed ones only
+        } catch (const std::exception& ex) {
+            log_.error("Network {}: its firewall rules could not be applied again: {}", vni, ex.what());
+        }
+    }
+    firewall_restoring_ = false;
+    firewall_lost_ = false;
+    log_.ok("Firewall: the base and every network's rules applied again");
 }
 
 }  // namespace pvc::network

@@ -73,6 +73,13 @@ private:
     std::optional<NetworkKeys> read_keys(const std::string& vni, zk::Stat* mtu_stat);
     void apply_firewall(const std::string& vni, Entry& e, const ClientNetwork& n);
     void refresh_firewall(const std::string& vni);
+    // Our rules removed from outside (`nft flush ruleset`, a reload of
+    // nftables.service): the base and every network's rules applied again.
+    // Checked after a change nft refused or made, and every
+    // firewall_check_keepalives keepalives (queued, on the worker).
+    void check_firewall();
+    void restore_firewall();
+    static constexpr unsigned firewall_check_keepalives = 3;
     // §6.3–6.5: the network's reservation files (every node), and its dnsmasq
     // held exactly while router-active (restarted when its arguments change).
     void apply_dhcp(const std::string& vni, Entry& e, const ClientNetwork& n, const NetworkKeys& keys);
@@ -146,6 +153,10 @@ private:
     std::map<std::string, Vf> vfs_;                               // worker only
     std::set<std::string> vf_pending_;                            // under pending_m_
     std::unique_ptr<Firewall> firewall_;                          // worker only; null if nft is unusable
+    bool firewall_lost_ = false;                                  // worker only: missing, not put back yet
+    bool firewall_restoring_ = false;                             // worker only
+    std::atomic<unsigned> keepalives_{0};
+    std::atomic<bool> firewall_check_queued_{false};
     std::mutex pending_m_;
     std::map<std::string, unsigned> pending_;                     // VNI -> Work bits queued
     mutable std::mutex failed_m_;

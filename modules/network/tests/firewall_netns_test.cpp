@@ -53,6 +53,17 @@ protected:
     std::string chain(const std::string& name) {
         return ns_->must_exec({"nft", "list", "chain", "inet", "filter", name});
     }
+    // The targets of a chain's jumps, in rule order, as nft lists them.
+    std::vector<std::string> jumps(const std::string& name) {
+        std::vector<std::string> out;
+        json j = json::parse(ns_->must_exec({"nft", "-j", "list", "chain", "inet", "filter", name}));
+        for (const auto& item : j.at("nftables"))
+            if (item.contains("rule"))
+                for (const auto& e : item["rule"]["expr"])
+                    if (e.contains("jump")) out.push_back(e["jump"]["target"]);
+        return out;
+    }
+    using Jumps = std::vector<std::string>;
 
     std::unique_ptr<Netns> ns_;
     std::unique_ptr<InNetns> in_;
@@ -165,4 +176,77 @@ TEST_F(FirewallInNetns, TheBaseChainsPolicyIsAcceptOverATableThatHadDrop) {
     EXPECT_NE(input.find("policy drop;"), std::string::npos) << input;
     EXPECT_NE(input.find("tcp dport 22 accept"), std::string::npos) << input;
     EXPECT_NE(chain("forward").find("policy accept;"), std::string::npos);
+}
+
+// §7.1: the reference includes networks/<vni>.nft in lexical file-name
+// order (100.nft before 20.nft), and for traffic between two networks the
+// first chain with a verdict wins: the dispatch chains follow that order,
+// not the order the networks were created in (which differs between nodes
+// and restarts).
+TEST_F(FirewallInNetns, NetworksAreDispatchedInFileNameOrderWhicheverCameFirst) {
+    const Jumps forward{"vxlan100-forward", "vxlan20-forward", "vxlan3-forward"};
+    const Jumps input{"vxlan100-input", "vxlan20-input", "vxlan3-input"};
+    for (const auto& order : {std::vector<uint32_t>{20, 100, 3}, std::vector<uint32_t>{3, 100, 20}}) {
+        for (uint32_t v : order) ASSERT_TRUE(fw_->apply(net(v)).ok) << v;
+        EXPECT_EQ(jumps("pvc-forward"), forward) << order[0];
+        EXPECT_EQ(jumps("pvc-input"), input) << order[0];
+        EXPECT_TRUE(fw_->intact());
+        // Removal keeps the others' order; a network back takes its place.
+        fw_->remove(100);
+        EXPECT_EQ(jumps("pvc-forward"), (Jumps{"vxlan20-forward", "vxlan3-forward"}));
+        ASSERT_TRUE(fw_->apply(net(100)).ok);
+        EXPECT_EQ(jumps("pvc-forward"), forward);
+        for (uint32_t v : order) fw_->remove(v);
+        EXPECT_EQ(jumps("pvc-forward"), Jumps{});
+    }
+}
+
+// An earlier run (or version) that dispatched in creation order: the start
+// puts the dispatch rules in file-name order, each network once.
+TEST_F(FirewallInNetns, AtStartDispatchRulesOfAnEarlierRunArePutInFileNameOrder) {
+    ASSERT_TRUE(fw_->apply(net(20)).ok);
+    ASSERT_TRUE(fw_->apply(net(100)).ok);
+    ns_->must_exec({"nft", "flush chain inet filter pvc-forward; flush chain inet filter pvc-input; "
+                           "add rule inet filter pvc-forward jump vxlan20-forward; "
+                           "add rule inet filter pvc-forward jump vxlan100-forward; "
+                           "add rule inet filter pvc-forward jump vxlan20-forward; "
+                           "add rule inet filter pvc-input iifname \"vmbr20\" jump vxlan20-input; "
+                           "add rule inet filter pvc-input iifname \"vmbr100\" jump vxlan100-input"});
+    fw_ = std::make_unique<Firewall>(dir_->path() / "nft");
+    fw_->apply_base();
+    EXPECT_EQ(jumps("pvc-forward"), (Jumps{"vxlan100-forward", "vxlan20-forward"}));
+    EXPECT_EQ(jumps("pvc-input"), (Jumps{"vxlan100-input", "vxlan20-input"}));
+    // Already in order: a further start leaves them alone (same handles).
+    auto before = handles();
+    fw_ = std::make_unique<Firewall>(dir_->path() / "nft");
+    fw_->apply_base();
+    EXPECT_EQ(handles()["pvc-forward"], before["pvc-forward"]);
+    EXPECT_EQ(handles()["pvc-input"], before["pvc-input"]);
+}
+
+// Our rules removed from outside (`nft flush ruleset`, nftables.service's
+// reload, a flush of the table): intact() says so; the module then applies
+// the base and every network again (network_daemon_test), which restores all.
+TEST_F(FirewallInNetns, RulesRemovedFromOutsideAreSeenAndComeBackWithBaseAndNetworks) {
+    const std::vector<std::string> outside = {
+        "flush ruleset",
+        "flush ruleset; add table inet filter; "
+        "add chain inet filter input { type filter hook input priority 0; policy accept; }; "
+        "add chain inet filter forward { type filter hook forward priority 0; policy accept; }",
+        "flush table inet filter"};
+    for (const auto& cmd : outside) {
+        ASSERT_TRUE(fw_->apply(net(20, {{"in", "ssh", "tcp dport 22 drop", "0"}})).ok);
+        ASSERT_TRUE(fw_->apply(net(100)).ok);
+        ASSERT_TRUE(fw_->intact());
+        ns_->must_exec({"nft", cmd});
+        EXPECT_FALSE(fw_->intact()) << cmd;
+        fw_->apply_base();
+        ASSERT_TRUE(fw_->apply(net(20, {{"in", "ssh", "tcp dport 22 drop", "0"}})).ok) << cmd;
+        ASSERT_TRUE(fw_->apply(net(100)).ok) << cmd;
+        EXPECT_TRUE(fw_->intact()) << cmd;
+        EXPECT_NE(chain("vxlan20-in").find("tcp dport 22 drop"), std::string::npos) << cmd;
+        EXPECT_NE(chain("vxlan20-input").find("counter packets 0 bytes 0 drop"), std::string::npos) << cmd;
+        EXPECT_EQ(jumps("forward"), Jumps{"pvc-forward"}) << cmd;
+        EXPECT_EQ(jumps("pvc-forward"), (Jumps{"vxlan100-forward", "vxlan20-forward"})) << cmd;
+    }
 }

@@ -53,7 +53,7 @@ TEST(FirewallFragment, ManagedNetworkChainsAllowListJumpsAndAclsInOrder) {
     n.acls = {{"out", "o1", "ip daddr 8.8.8.8 drop", "0"},
               {"in", "second", "tcp dport 80 accept", "1"},
               {"in", "first", "tcp dport 22 drop", "0"}};
-    Fragment f = render_fragment(n, true);
+    Fragment f = render_fragment(n);
     EXPECT_TRUE(f.refused_acl.empty());
     const std::string& t = f.text;
     for (const char* c : {"vxlan1000-in", "vxlan1000-out", "vxlan1000-input", "vxlan1000-forward"}) {
@@ -77,27 +77,39 @@ TEST(FirewallFragment, ManagedNetworkChainsAllowListJumpsAndAclsInOrder) {
               at("add rule inet filter vxlan1000-in counter tcp dport 80 accept\n"));
     EXPECT_LT(at("add rule inet filter vxlan1000-in counter tcp dport 80 accept\n"),
               at("add rule inet filter vxlan1000-out counter ip daddr 8.8.8.8 drop\n"));
-    at("add rule inet filter pvc-input meta iifname \"vmbr1000\" counter jump vxlan1000-input\n");
-    at("add rule inet filter pvc-forward counter jump vxlan1000-forward\n");
     // Each ACL's line number names it (nft's messages give the line).
     int line = 1 + static_cast<int>(std::count(t.begin(), t.begin() + at("add rule inet filter vxlan1000-in counter tcp dport 22 drop"), '\n'));
     EXPECT_EQ(f.acl_lines.at(line), "first");
-    // Without dispatch (already dispatched): nothing in pvc-input/pvc-forward.
-    EXPECT_EQ(render_fragment(n, false).text.find("pvc-"), std::string::npos);
+    // The dispatch rules are apart (render_dispatch): nothing in pvc-input/pvc-forward.
+    EXPECT_EQ(t.find("pvc-"), std::string::npos);
 }
 
 TEST(FirewallFragment, NoGatewayNoForwardJumps) {
     FirewallNetwork n = net1000();
     n.ip4_gateway.reset();
-    EXPECT_EQ(render_fragment(n, false).text.find("jump vxlan1000-in"), std::string::npos);
+    EXPECT_EQ(render_fragment(n).text.find("jump vxlan1000-in"), std::string::npos);
 }
 
 TEST(FirewallFragment, AnAclThatIsNotOneRuleIsRefusedBeforeNft) {
     FirewallNetwork n = net1000();
     n.acls = {{"in", "ok", "accept", "0"}, {"in", "sneaky", "accept; flush ruleset", "1"}};
-    Fragment f = render_fragment(n, false);
+    Fragment f = render_fragment(n);
     EXPECT_EQ(f.refused_acl, "sneaky");
     EXPECT_NE(f.refused_why.find("';'"), std::string::npos) << f.refused_why;
+}
+
+// §7.1: the reference includes networks/<vni>.nft in lexical file-name
+// order, so its forward chain has 100's jumps before 20's; the dispatch
+// chains follow that order, whatever order the networks came in.
+TEST(FirewallDispatch, NetworksAreDispatchedInTheReferencesFileNameOrder) {
+    EXPECT_EQ(include_order({20, 100, 3, 1, 10, 2000}), (std::vector<uint32_t>{1, 10, 100, 20, 2000, 3}));
+    std::string t = render_dispatch({20, 100});
+    EXPECT_LT(t.find("flush chain inet filter pvc-forward\n"), t.find("add rule"));
+    EXPECT_LT(t.find("add rule inet filter pvc-forward counter jump vxlan100-forward\n"),
+              t.find("add rule inet filter pvc-forward counter jump vxlan20-forward\n"));
+    EXPECT_LT(t.find("add rule inet filter pvc-input meta iifname \"vmbr100\" counter jump vxlan100-input\n"),
+              t.find("add rule inet filter pvc-input meta iifname \"vmbr20\" counter jump vxlan20-input\n"));
+    EXPECT_EQ(render_dispatch({}), "flush chain inet filter pvc-input\nflush chain inet filter pvc-forward\n");
 }
 
 TEST(FirewallChains, OursAreKnownByName) {

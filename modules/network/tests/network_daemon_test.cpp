@@ -616,6 +616,57 @@ TEST_F(NetworkDaemon, MalformedAclOnOneNetworkLeavesTheOtherNetworksTrafficAndCh
     EXPECT_TRUE(running(*node1_, std::chrono::seconds(1)));
 }
 
+// Our rules removed from outside (`nft flush ruleset`, as nftables.service's
+// reload or another tool does): (a) the next ACL change, refused on the
+// missing table, and (b) with no change, the check every 3 keepalives, put
+// the base and every network's rules back; logged once each time.
+TEST_F(NetworkDaemon, FirewallRulesFlushedFromOutsideComeBackOnAChangeAndWithoutOne) {
+    ASSERT_GT(ifindex(*ns1_, "vmbr1003"), 0) << "needs network 1003";
+    auto all_back = [](const Netns& ns, bool with_acl) {
+        auto l = ns.exec({"nft", "list", "table", "inet", "filter"});
+        if (l.status != 0) return false;
+        for (const char* s : {"jump pvc-input", "jump pvc-forward", "iifname \"vmbr1000\" counter packets",
+                              "jump vxlan1000-forward", "jump vxlan1003-forward", "ip daddr 10.203.0.0/24",
+                              "udp dport 67 counter"})
+            if (l.out.find(s) == std::string::npos) return false;
+        return !with_acl || l.out.find("tcp dport 25 drop") != std::string::npos;
+    };
+    auto lost = [](const Node& n) {
+        std::string log = n.log();
+        size_t count = 0;
+        for (auto p = log.find("Firewall: our rules are no longer in the kernel"); p != std::string::npos;
+             p = log.find("Firewall: our rules are no longer in the kernel", p + 1))
+            ++count;
+        return count;
+    };
+    for (const Netns* ns : {ns1_, ns2_}) ASSERT_TRUE(all_back(*ns, false)) << ns->must_exec({"nft", "list", "ruleset"});
+    size_t lost1 = lost(*node1_), lost2 = lost(*node2_);
+
+    // (a) A change after the flush.
+    for (const Netns* ns : {ns1_, ns2_}) ns->must_exec({"nft", "flush", "ruleset"});
+    client(add_acl_py, {zk_->hosts(), "1003", "in", "smtp", "tcp dport 25 drop", "0"});
+    for (const Netns* ns : {ns1_, ns2_})
+        EXPECT_TRUE(eventually([&] { return all_back(*ns, true); }))
+            << ns->exec({"nft", "list", "ruleset"}).out << node1_->log() << node2_->log();
+    EXPECT_EQ(lost(*node1_), lost1 + 1) << node1_->log();
+    EXPECT_EQ(lost(*node2_), lost2 + 1) << node2_->log();
+
+    // (b) No change: back within 3 keepalives (1 s each here), with 2 s
+    // more for a loaded machine.
+    for (const Netns* ns : {ns1_, ns2_}) ns->must_exec({"nft", "flush", "ruleset"});
+    EXPECT_TRUE(within(std::chrono::seconds(5), [&] { return all_back(*ns1_, true) && all_back(*ns2_, true); }))
+        << ns1_->exec({"nft", "list", "ruleset"}).out << node1_->log();
+    EXPECT_EQ(lost(*node1_), lost1 + 2) << node1_->log();
+    EXPECT_EQ(lost(*node2_), lost2 + 2) << node2_->log();
+    EXPECT_NE(node1_->log().find("Firewall: the base and every network's rules applied again"), std::string::npos);
+
+    client(delete_acl_py, {zk_->hosts(), "1003", "in", "smtp"});
+    EXPECT_TRUE(eventually([&] {
+        return ns1_->exec({"nft", "list", "chain", "inet", "filter", "vxlan1003-in"}).out.find("dport 25") ==
+               std::string::npos;
+    }));
+}
+
 // §6.3–6.6: the primary runs dnsmasq for a managed network; a guest on it
 // gets its reserved address, another one from the pool, and the leases are
 // in ZooKeeper as the reference client reads them.
