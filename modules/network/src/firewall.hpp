@@ -15,8 +15,9 @@
 //   vxlan<vni>-forward  the §7.2 jumps by CIDR to vxlan<vni>-in / -out
 //   vxlan<vni>-in, -out the ACLs (§7.3), names and meaning as the reference's
 //
-// A network's own four chains are flushed and refilled in one transaction
-// with its dispatch rules added if missing; the reference instead reloads
+// A network's own four chains are flushed and refilled in one transaction,
+// which the first time also rebuilds pvc-input / pvc-forward in that order
+// with it dispatched; the reference instead reloads
 // the whole ruleset (`flush ruleset`, every table of every tool) on every
 // change, and one bad ACL there blocks every network (§7.5).
 #pragma once
