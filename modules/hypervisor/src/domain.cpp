@@ -682,6 +682,31 @@ void Domain::send(const Snapshot& s, bool live_required) {
     node_lock.release();
 }
 
+// Phase C of §10.4 (R4), in every round: no time limit. A round after the
+// first can come before the source's turn (§10.5's race); the source then holds
+// the sync lock for its whole transfer or shutdown fallback, however long, and
+// only what it leaves when it releases says whether the VM arrived or must be
+// started here. Given up only when the daemon stops, or when the state leaves
+// the migration (the source's abort writes `start`; a reference source keeps
+// the sync lock after an abort). `stop` is the shutdown fallback's result,
+// written while the source still holds the lock: kept waiting.
+bool Domain::await_source(zk::Lock& lock) {
+    bool left = false;
+    const int32_t since = decision_ ? decision_->version : -1;
+    bool ok = lock.acquire(std::nullopt, [&] {
+        if (sh_.stopper.stopping() || gone_) return true;
+        auto s = seen();
+        // The watch cannot tell, or tells only what came before the migration: keep waiting.
+        if (s.state.failed() || (s.state.present() && s.version < since)) return false;
+        auto st = parse_vm_state(s.state.value_or(""));
+        left = !s.state.present() || (!is_migrate(st) && st != VmState::stop);
+        return left;
+    });
+    if (!ok && left)
+        log_.info("VM {}: state changed while waiting for the migration source; receive ended", uuid_);
+    return ok;
+}
+
 // §10.4
 void Domain::receive() {
     log_.info("VM {}: receiving migration", uuid_);
@@ -699,11 +724,7 @@ void Domain::receive() {
     constexpr int max_rounds = 10;
     for (int round = 0; round < max_rounds; round++) {
         zk::Lock phase_c(sh_.zk, sync_path, zk::LockKind::exclusive);
-        if (round == 0) {
-            if (!acquire_unbounded(phase_c)) return finish();
-        } else if (!phase_c.acquire(std::chrono::seconds(30))) {
-            return finish();
-        }
+        if (!await_source(phase_c)) return finish();
         auto keys = read();
         auto state = keys && keys->state ? parse_vm_state(*keys->state) : VmState::invalid;
         auto node = keys ? keys->node : std::string();

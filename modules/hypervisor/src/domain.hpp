@@ -124,6 +124,9 @@ private:
     void destroy_if_removed();
     void send(const Snapshot& s, bool live_required);
     void receive();
+    // Waits for the sync lock after the source's turn (no time limit); false
+    // when the daemon stops or the state leaves the migration meanwhile.
+    bool await_source(zk::Lock& lock);
     bool acquire_unbounded(zk::Lock& lock);
     void set_fail(const std::string& reason);
     // Writes `state=value` only while the state is still one of `expected`

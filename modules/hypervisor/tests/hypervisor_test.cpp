@@ -809,4 +809,70 @@ TEST_F(TwoNodes, AVmArrivingAfterItsReceiverGaveUpIsAdopted) {
     EXPECT_TRUE(on(*n2, u));
 }
 
+// §10.5's race lost by the receiver (a client that holds its state lock until
+// the receiver's first round has looked puts the source's turn after it), then
+// a source whose shutdown fallback takes longer than 30 s (a slow guest): the
+// receiver still waits for the source's turn, and starts the VM here once the
+// source has shut it down. With a 30 s bound it gave up, and the VM stayed in
+// `stop`, down.
+TEST_F(TwoNodes, AShutdownMigrationLongerThan30sAfterALostFirstRoundEndsStartedOnTheTarget) {
+    n1 = std::make_unique<TestNode>("hv1", server.hosts(), dir.path(), private_uri());
+    n2 = std::make_unique<TestNode>("hv2", server.hosts(), dir.path(), private_uri());
+    n1->config.vm_shutdown_timeout = 60;
+    n1->start();
+    n2->start();
+    auto u = uuid_n(90);
+    define(u, "m90", "hv1", "start", "none");
+    ASSERT_TRUE(eventually([&] { return on(*n1, u); }));
+    SlowGuests guests(n1->hv->libvirt(), 32s);  // powers off 32 s after the ACPI request
+    const auto sync = schema::path("domain.migrate.sync_lock", {u});
+    {
+        zk::Lock client(admin, schema::path("domain.state", {u}), zk::LockKind::exclusive);
+        ASSERT_TRUE(client.acquire(10s));
+        ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "migrate"}, {schema::path("domain.node", {u}), "hv2"},
+                                  {schema::path("domain.last_node", {u}), "hv1"}}));
+        // The receiver's phase A, then its first round's look (nobody queued
+        // then: the source waits for this lock) and its 1 s pause.
+        ASSERT_TRUE(eventually([&] { return get("domain.migrate.sync_lock", u) == u; }, 10s));
+        ASSERT_TRUE(eventually([&] { auto c = admin->raw_children(sync); return c && !c->empty(); }, 10s));
+        ASSERT_TRUE(eventually([&] { auto c = admin->raw_children(sync); return c && c->empty(); }, 10s));
+    }
+    // The source's live attempts fail (the test driver cannot migrate); its
+    // shutdown fallback holds the sync lock until the guest is off.
+    ASSERT_TRUE(eventually([&] { return guests.requests() == 1; }, 20s));
+    EXPECT_EQ(get("domain.state", u), "migrate");
+    EXPECT_TRUE(eventually([&] { return on(*n2, u) && get("domain.state", u) == "start"; }, 60s));
+    EXPECT_FALSE(on(*n1, u));
+    EXPECT_EQ(get("domain.node", u), "hv2");
+    EXPECT_TRUE(eventually([&] {
+        auto c = admin->raw_children(sync);
+        return c && c->empty() && get("domain.migrate.sync_lock", u) == "";
+    }, 10s));
+}
+
+// A source that aborts but keeps the sync lock (the reference's defect,
+// §10.3): the receiver, which waits for it without a time limit, ends its
+// wait on the abort's `start` instead of waiting forever.
+TEST_F(TwoNodes, AReceiverWaitingForASourceThatAbortedKeepingTheSyncLockEndsOnTheAbort) {
+    start_nodes();
+    auto u = uuid_n(91);
+    define(u, "m91", "hv1", "stop");  // hv1 runs nothing: the test plays the source
+    ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "migrate"}, {schema::path("domain.node", {u}), "hv2"},
+                              {schema::path("domain.last_node", {u}), "hv1"}}));
+    ASSERT_TRUE(eventually([&] { return get("domain.migrate.sync_lock", u) == u; }, 10s));
+    zk::Lock source(admin, schema::path("domain.migrate.sync_lock", {u}), zk::LockKind::exclusive);
+    ASSERT_TRUE(source.acquire(30s));
+    // The receiver now waits behind it; the source aborts and keeps the lock.
+    ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "start"}, {schema::path("domain.node", {u}), "hv1"},
+                              {schema::path("domain.last_node", {u}), ""}}));
+    EXPECT_TRUE(eventually([&] {
+        auto r = n2->hv->domain(u);
+        return get("domain.migrate.sync_lock", u) == "" && r && r->idle();
+    }, 10s));
+    EXPECT_EQ(get("domain.state", u), "start");
+    EXPECT_EQ(get("domain.node", u), "hv1");
+    EXPECT_FALSE(on(*n2, u));
+    source.release();
+}
+
 }  // namespace pvc::hv::test
