@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include <boost/asio/post.hpp>
 #include <boost/process.hpp>
 #include <fmt/chrono.h>
 
@@ -158,7 +159,8 @@ void Daemon::retake_node_guard() {
                    "stopping this daemon (one daemon per node)",
                    cfg_.host.hostname, guard.keepalive_advanced ? " (its keepalive advances)" : "");
         exit_status_ = exit_failure;
-        request_shutdown();
+        // On the I/O thread, as a signal's: run() joins it before it reads the shutdown thread.
+        boost::asio::post(executor_.io(), [this] { request_shutdown(); });
         return;
     }
     std::lock_guard g(guard_m_);
