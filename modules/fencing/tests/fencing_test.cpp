@@ -452,7 +452,8 @@ TEST_F(Fencing, JobStoppedDuringSavingThrowsHandsTheNodeToAPeer) {
     first->start();
     auto first_ticks = std::make_unique<Ticker>(1000ms, [&] { first->on_tick(); });
     ASSERT_TRUE(eventually([&] { return get(path("node.state.daemon", {"hv3"})) == "dead"; }, 20s));
-    EXPECT_EQ(first->jobs_started(), 1);
+    // The job is counted just after `dead` is written.
+    EXPECT_TRUE(eventually([&] { return first->jobs_started() == 1; }, 5s)) << first->jobs_started();
 
     Fencer peer(connect(), *ipmi, locks, log, settings(0), 3);
     std::atomic<int> done{0};
