@@ -28,9 +28,7 @@ VmState parse_vm_state(std::string_view s) {
     return VmState::invalid;
 }
 
-namespace {
 bool is_migrate(VmState s) { return s == VmState::migrate || s == VmState::migrate_live || s == VmState::unmigrate; }
-}  // namespace
 
 Domain::Domain(Shared& shared, std::string uuid)
     : sh_(shared), uuid_(std::move(uuid)), log_(shared.log.child(shared.log.prefix())), strand_(shared.ex.make_strand()),

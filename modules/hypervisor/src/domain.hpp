@@ -21,6 +21,8 @@ namespace pvc::hv {
 enum class VmState { start, restart, shutdown, stop, disable, fail, migrate, migrate_live, unmigrate,
                      provision, restore, remove /* "delete" */, invalid };
 VmState parse_vm_state(std::string_view s);
+// migrate, migrate-live or unmigrate.
+bool is_migrate(VmState s);
 
 class Domain : public std::enable_shared_from_this<Domain> {
 public:

@@ -461,8 +461,7 @@ bool Hypervisor::collect(bool full, std::optional<std::chrono::milliseconds> dea
             // dispatch found libvirt unreachable, or it appeared here), or a VM
             // that arrived after its receiver gave up (migrate state, node here).
             auto c = dom->cached();
-            bool migrating = c.state == "migrate" || c.state == "migrate-live" || c.state == "unmigrate";
-            if (dom->idle() && (c.node != shared_->me || migrating)) dom->request_dispatch();
+            if (dom->idle() && (c.node != shared_->me || is_migrate(parse_vm_state(c.state)))) dom->request_dispatch();
         }
         virDomainInfo info{};
         if (virDomainGetInfo(d.get(), &info) == 0)

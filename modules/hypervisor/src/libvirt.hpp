@@ -41,7 +41,7 @@ private:
 
 // virDomainState as text (NOSTATE, RUNNING, ...).
 const char* state_name(int state);
-// Why a domain is PAUSED (virDomainPausedReason as text: "user", "I/O error",
+// Why a domain is PAUSED (virDomainPausedReason as text: "paused by a user", "I/O error",
 // ...); "" for other states.
 std::string paused_reason(int state, int reason);
 
