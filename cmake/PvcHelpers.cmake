@@ -53,7 +53,7 @@ function(pvc_add_test NAME)
   add_executable(${NAME} ${ARG_SOURCES})
   # Tests may reach the daemon internals (daemon/, health/, zk/) as well as the SDK.
   target_link_libraries(${NAME} PRIVATE pvc::daemon pvc::testsupport GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
-  target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
+  target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR}/core/daemon/src ${PROJECT_SOURCE_DIR}/core/sdk/src)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()

@@ -238,7 +238,7 @@ TEST(ModuleHost, FingerprintFollowsTheHeaders) {
     // to any header gives another fingerprint, an unchanged tree the same one.
     pvc::test::TempDir dir("abi");
     auto headers = dir.path() / "include";
-    std::filesystem::copy(std::filesystem::path(PVC_TEST_SOURCE_DIR) / "core/include", headers,
+    std::filesystem::copy(std::filesystem::path(PVC_TEST_SOURCE_DIR) / "core/sdk/include", headers,
                           std::filesystem::copy_options::recursive);
     auto fingerprint = [&](const char* out) {
         auto file = dir.path() / out;
