@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""Fails when a file of the repository names a file the repository lacks.
+
+    check_file_names.py <source dir>
+
+Scans every file git tracks (or, without git, every file below the source
+dir except build*/ and .git) and reports, as `file:line: problem`:
+
+  - a Markdown file name (`x.md`, `docs/x.md`) or Python file name (`x.py`,
+    `a/b/x.py`) that resolves to no tracked file;
+  - a relative path whose first component is a top-level folder of the
+    repository (`core/...`, `tools/x.sh`, `docs/x.md`) that names no tracked
+    file or folder; such a path resolves against the repository root, the
+    naming file's folder or any folder above it, and may end without its
+    extension (a test named by its source file's stem) or hold wildcards
+    (`*`, `<name>`, `{a,b}`);
+  - a section sign not preceded (same line or the three before) by the
+    Markdown file it refers to, or a section that file does not have
+    (`docs/x.md §3` needs a heading numbered 3 in docs/x.md);
+  - a name of the reference project's specification files, which are no part
+    of this repository (see SPEC_NAMES), its deviation/question markers, or a
+    path of the machine the code was written on.
+
+Absolute paths (`/etc/pvc/pvcnoded.yaml`), URLs and build outputs (`.so`) are
+not repository paths and are left alone. Exits 1 with the list when anything
+is found, 0 otherwise.
+"""
+
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+
+# The reference project's specification, kept outside the repository: its
+# file names, its spec folder, its markers, and the machine's work folders.
+# Written so that this file does not match itself.
+SPEC_NAMES = re.compile(
+    r"(?<![\w./-])(?:DESIGN|node-lifecycle|hypervisor|network|storage|api|api-manage"
+    r"|cluster-state|health-plugins)\.md\b"
+    r"|(?<![\w./-])spec[/]"
+    r"|(?<![\w-])shared[/]"
+    r"|\[(?:DEV|Q)\]"
+    r"|(?<![\w.-])/work[/]")
+
+# Paths inside the fake source trees that tests/unit/module_boundary_test.cpp
+# builds in a temporary folder: they name files of that tree, not of ours.
+SYNTHETIC = re.compile(r"^modules/(?:alpha|beta)/")
+
+# Install lists name paths of the installed system, relative to /.
+INSTALL_LISTS = re.compile(r"^debian/[^/]*\.(?:dirs|install|links|docs)$")
+
+ARTIFACT = re.compile(r"\.(?:so|a|o)(?:\.\d+)*$")
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
+SECTION = "\u00a7"
+SECTION_REF = re.compile(SECTION + r"\s*(\d+(?:\.\d+)*)")
+HEADING_NUMBER = re.compile(r"^#+\s+" + SECTION + r"?\s*(\d+(?:\.\d+)*)[.):]?\s")
+FILE_NAME = re.compile(r"(?<![\w./~$@-])((?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:md|py))\b(?![\w/-])")
+EXTENSIONS = ("", ".cpp", ".hpp", ".h", ".c", ".py", ".sh", ".cmake", ".md", ".txt", ".yaml")
+
+
+def tracked_files(root):
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True,
+                             capture_output=True).stdout.decode()
+        files = [f for f in out.split("\0") if f]
+        if files:
+            return [f for f in files if os.path.isfile(os.path.join(root, f))]
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    files = []
+    for base, dirs, names in os.walk(root):
+        rel = os.path.relpath(base, root)
+        dirs[:] = [d for d in dirs if d != ".git" and not (rel == "." and d.startswith("build"))]
+        files += [os.path.normpath(os.path.join(rel, n)) for n in names]
+    return files
+
+
+class Repository:
+    def __init__(self, root):
+        self.root = root
+        self.files = set(tracked_files(root))
+        self.dirs = set()
+        for f in self.files:
+            d = os.path.dirname(f)
+            while d and d not in self.dirs:
+                self.dirs.add(d)
+                d = os.path.dirname(d)
+        self.paths = sorted(self.files | self.dirs)
+        self.basenames = {os.path.basename(f) for f in self.files}
+        self.top = sorted({p.split("/")[0] for p in self.dirs if "/" not in p} | {"docs"})
+        self.top_path = re.compile(r"(?<![\w./~$@<>-])((?:" + "|".join(map(re.escape, self.top))
+                                   + r")/[\w./+*<>{},-]*)")
+        self.sections = {}
+
+    def exists(self, rel):
+        rel = os.path.normpath(rel)
+        if any(ch in rel for ch in "*<{"):
+            pattern = re.sub(r"<[^>/]*>", "*", rel)
+            pattern = re.sub(r"\{([^}/]*)\}", lambda m: "[" + "".join(
+                sorted({c for alt in m.group(1).split(",") for c in alt[:1]})) + "]*", pattern)
+            return any(fnmatch.fnmatchcase(p, pattern) for p in self.paths)
+        return any(rel + ext in self.files for ext in EXTENSIONS) or rel in self.dirs
+
+    def resolve(self, name, where):
+        """The tracked path `name` stands for when written in file `where`, or None."""
+        name = name.rstrip("/")
+        if "/" not in name and not any(ch in name for ch in "*<{"):
+            if name in self.basenames:
+                return next(f for f in sorted(self.files) if os.path.basename(f) == name)
+        base = os.path.dirname(where)
+        while True:
+            rel = os.path.normpath(os.path.join(base, name))
+            if not rel.startswith("..") and self.exists(rel):
+                return rel
+            if not base:
+                return None
+            base = os.path.dirname(base)
+
+    def section_numbers(self, md):
+        if md not in self.sections:
+            numbers = set()
+            try:
+                with open(os.path.join(self.root, md), encoding="utf-8", errors="replace") as f:
+                    fence = False
+                    for line in f:
+                        if line.startswith("```"):
+                            fence = not fence
+                        m = None if fence else HEADING_NUMBER.match(line)
+                        if m:
+                            numbers.add(m.group(1))
+            except OSError:
+                pass
+            self.sections[md] = numbers
+        return self.sections[md]
+
+
+def check_file(repo, rel, problems):
+    path = os.path.join(repo.root, rel)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return
+    if b"\0" in data:
+        return
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    install_list = bool(INSTALL_LISTS.match(rel))
+    for number, raw in enumerate(lines, 1):
+        line = URL.sub(" ", raw)
+
+        def report(what):
+            problems.append(f"{rel}:{number}: {what}")
+
+        for m in SPEC_NAMES.finditer(line):
+            report(f"names '{m.group(0)}', which is not part of this repository")
+
+        seen = set()
+        for m in FILE_NAME.finditer(line):
+            name = m.group(1)
+            seen.add(m.start(1))
+            if SYNTHETIC.match(name) or SPEC_NAMES.fullmatch(name):
+                continue
+            if repo.resolve(name, rel) is None:
+                report(f"names '{name}', which the repository lacks")
+
+        if not install_list:
+            for m in repo.top_path.finditer(line):
+                name = m.group(1).rstrip(".,:;)'\"`")
+                if m.start(1) in seen or SYNTHETIC.match(name) or ARTIFACT.search(name):
+                    continue
+                if repo.resolve(name, rel) is None:
+                    report(f"names '{name}', which the repository lacks")
+
+        for m in SECTION_REF.finditer(line):
+            before = " ".join(lines[max(0, number - 4):number - 1] + [line[:m.start()]])
+            cited = [c.group(1) for c in FILE_NAME.finditer(URL.sub(" ", before))
+                     if c.group(1).endswith(".md")]
+            if not cited:
+                report(f"'{SECTION}{m.group(1)}' names no file of the repository it belongs to")
+                continue
+            md = repo.resolve(cited[-1], rel)
+            if md is None:
+                continue  # already reported as a missing file
+            numbers = repo.section_numbers(md)
+            if m.group(1) not in numbers:
+                report(f"'{cited[-1]} {SECTION}{m.group(1)}': {md} has no section {m.group(1)}")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    repo = Repository(os.path.abspath(sys.argv[1]))
+    problems = []
+    for rel in sorted(repo.files):
+        check_file(repo, rel, problems)
+    for p in problems:
+        print(p)
+    print(f"{len(repo.files)} files checked, {len(problems)} problems", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
