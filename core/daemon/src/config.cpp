@@ -1,4 +1,4 @@
-// pvcnoded.yaml → pvc::Config (node-lifecycle.md §1). Every problem is
+// pvcnoded.yaml → pvc::Config (docs/operations.md). Every problem is
 // collected with its YAML path and line before anything is thrown, so an
 // operator fixes a file in one pass.
 #include "pvc/config.hpp"
@@ -272,7 +272,7 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
 
     // identity
     // pvc.node only names the log key /logs/<node>; the node's name everywhere
-    // else is the short hostname, also pvc.node's default (spec §1.3).
+    // else is the short hostname, also pvc.node's default, as in the reference.
     c.node = host.hostname;
     r.read_string(r.child(pvc, "node"), c.node);
     r.read_bool(r.child(pvc, "debug"), c.debug);

@@ -6,7 +6,7 @@
 
 namespace pvc {
 
-// The flat dictionary of the reference (health-plugins.md §2).
+// The flat configuration dictionary the reference gives health plugins.
 //
 // The reference builds its dictionary in groups, and a group exists only when
 // its function is enabled: the networking keys (networks, devices, bridge,

@@ -14,7 +14,7 @@ using schema::path;
 
 namespace {
 
-// A NIC of the VM that uses an SR-IOV VF (network.md §9.5).
+// A NIC of the VM that uses an SR-IOV VF.
 struct VfNic {
     std::string vf, mac;
     bool hostdev = false;

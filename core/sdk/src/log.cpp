@@ -105,7 +105,7 @@ private:
     std::unique_ptr<spdlog::details::file_helper> file_;
 };
 
-// The last `max` lines joined by '\n' (cluster-state.md §4.5), kept as that
+// The last `max` lines joined by '\n' (the /logs/<node> value), kept as that
 // joined value and updated per line, so a write costs one copy instead of a
 // rebuild. Dropped lines are cut off the front lazily: `head_` bytes of
 // `joined_` are dead until compact().

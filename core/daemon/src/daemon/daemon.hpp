@@ -1,4 +1,4 @@
-// Daemon: the node daemon's lifecycle (node-lifecycle.md §2–§5, §7):
+// Daemon: the node daemon's lifecycle (docs/architecture.md):
 // start-up in the reference's order, registration, the keepalive, the
 // coordinator's router state, and the orderly shutdown. Modules fill the
 // steps they own (networking, libvirt, firewall, objects) from start().
@@ -68,7 +68,7 @@ private:
     void on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat);
     void on_router_state(const std::string& state);
     void contend_for_primary(int32_t version, const std::function<bool()>& still);
-    // The hand-over sequences (node-lifecycle.md §7.3, daemon_handover.cpp).
+    // The primary hand-over sequences (daemon_handover.cpp).
     void take_over();
     void relinquish();
     // Another coordinator holds or is giving up the primary role (it will take the sync_lock's read locks).

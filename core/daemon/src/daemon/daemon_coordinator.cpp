@@ -1,4 +1,4 @@
-// The coordinator's router state (node-lifecycle.md §7, core/README.md
+// The coordinator's router state (docs/wire-contract.md, core/README.md
 // "Router state"): contention for an empty primary_node, takeover and
 // relinquish requests, and the hand-overs themselves, each retried while the
 // value that asked for it still holds.
@@ -37,7 +37,8 @@ void Daemon::until_done(const char* what, const std::function<bool()>& wanted, c
     }
 }
 
-// node-lifecycle.md §7.2. Blocking steps run on the pool, never in the callback.
+// A coordinator's reaction to /config/primary_node: contend for an empty one,
+// take over or relinquish. Blocking steps run on the pool, never in the callback.
 void Daemon::on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat) {
     std::string v = value.value_or("none");
     std::string router, dstate;
@@ -82,7 +83,7 @@ void Daemon::on_primary_node(const std::optional<std::string>& value, const zk::
     }
 }
 
-// §7.2 "contend". A timeout means another contender holds the lock and will
+// Contention for an empty primary_node. A timeout means another contender holds the lock and will
 // write (nothing more to do, as in the reference); an error (ZooKeeper
 // unreachable) says nothing about the others, so the contention is retried
 // once ZooKeeper is back while the value is still the `none` we saw. Without
@@ -113,7 +114,7 @@ void Daemon::contend_for_primary(int32_t version, const std::function<bool()>& s
 // the sync_lock, the modules' part in its phases, then `primary` /
 // `secondary`. A coordinator without networking runs the same sequence (its
 // modules have nothing to move), so it never stays in takeover/relinquish
-// (the reference's defect, node-lifecycle.md §13.7).
+// (the reference's defect: a coordinator without networking stayed there).
 void Daemon::on_router_state(const std::string& state) {
     if (state == "takeover") executor_.blocking("takeover", [this] { take_over(); });
     else if (state == "relinquish") executor_.blocking("relinquish", [this] { relinquish(); });

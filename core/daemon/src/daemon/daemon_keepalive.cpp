@@ -1,4 +1,4 @@
-// The keepalive (node-lifecycle.md §5): the loop that ticks every
+// The keepalive (docs/wire-contract.md): the loop that ticks every
 // keepalive_interval and feeds systemd's watchdog, and the tick: one
 // transaction with the core's figures and the modules' contributions, then
 // the health plugins and the keepalive log lines.
@@ -86,7 +86,7 @@ void Daemon::keepalive_tick(bool final_tick) {
     const std::string& me = cfg_.host.hostname;
     zk::Transaction tx(*zk_);
 
-    // Primary publications and primary key repair (§5.2 steps 2 and 4).
+    // Primary publications and primary key repair (the primary's part of a tick).
     if (router == "primary") {
         if (cfg_.enable_hypervisor) {
             const std::string key = schema::path("base.config.migration_target_selector");
@@ -105,9 +105,9 @@ void Daemon::keepalive_tick(bool final_tick) {
             if (!seen) seen = zk_->get(key).value_or("");
             if (*seen != cfg_.migration_target_selector) tx.set(key, cfg_.migration_target_selector);
         }
-        // Primary key repair, stricter than the reference (node-lifecycle.md
-        // §7.5 item 4 caveat): another name is a hand-over in progress (we
-        // relinquish, §7.2), and during our own shutdown `none` asks the others
+        // Primary key repair, stricter than the reference (which rewrote the
+        // key with its own name whatever it held): another name is a hand-over
+        // in progress (we relinquish), and during our own shutdown `none` asks the others
         // to contend — rewriting our name there undid every hand-over. Only a
         // `none` that no contender has replaced for two ticks is repaired (a
         // lone coordinator keeps its role, as in the reference).
@@ -119,7 +119,7 @@ void Daemon::keepalive_tick(bool final_tick) {
     } else {
         primary_unclaimed_ticks_ = 0;
     }
-    // Daemon state (§5.2 step 3): init/dead/fenced become run.
+    // Daemon state: init/dead/fenced become run.
     bool became_run = false;
     if (!final_tick && dstate != "run" && dstate != "shutdown") {
         tx.set(node_path("node.state.daemon"), "run");

@@ -1,4 +1,4 @@
-// The orderly shutdown (node-lifecycle.md §4, core/README.md "Shutdown"):
+// The orderly shutdown (docs/wire-contract.md, core/README.md "Shutdown"):
 // primary hand-over, the last keepalive, health cleanup, modules stopped,
 // `stop`, the ZooKeeper log drained, the session closed.
 #include "daemon/daemon.hpp"
@@ -40,7 +40,7 @@ void Daemon::request_shutdown() {
     });
 }
 
-// Whether another coordinator could take the primary role (§4 step 4). The
+// Whether another coordinator could take the primary role at shutdown. The
 // reference waits up to 120 s whenever any other node exists, even when every
 // other coordinator is stopped or dead and nobody can contend; we wait only
 // when another coordinator is in `run`. A key we cannot read counts as a
@@ -64,7 +64,7 @@ bool Daemon::successor_may_exist() {
     }
 }
 
-// §4 step 2: a flush or unflush of this node in progress is completed before
+// Shutdown, first step: a flush or unflush of this node in progress is completed before
 // the node lets go of anything (the reference waits without limit, as here;
 // systemd's stop timeout is the bound). The keepalive goes on meanwhile, so
 // nobody takes the node for dead while its VMs move. The job is the
@@ -110,7 +110,7 @@ void Daemon::shutdown() {
     events_.daemon_state.emit("shutdown");
     wait_for_flush_at_shutdown();
 
-    // Hand the primary role over if another node can take it (§4 step 4).
+    // Hand the primary role over if another node can take it.
     std::string router = cached_router_state();
     const auto handover_until = std::chrono::steady_clock::now() + handover_bound_at_shutdown;
     // A hand-over in progress is completed first. A takeover (the role was

@@ -1,4 +1,4 @@
-// The node's own figures for the keepalive (node-lifecycle.md §5.6).
+// The node's own figures for the keepalive (CPU, memory and load keys).
 #pragma once
 
 #include <optional>

@@ -369,7 +369,7 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
         // New and changed entries; a new one joins monitoring_plugins in the
-        // transaction that creates its keys (readers need all five, §7.4).
+        // transaction that creates its keys (readers of the list need all five).
         std::vector<zk::KeyValue> kvs;
         auto listed = published;
         bool added = false;
@@ -475,7 +475,7 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
             log.error("Monitoring plugin {} failed: Timeout: no result after {} seconds", n, plugin_timeout().count());
         for (auto& l : backoff_lines) log.warn("{}", l);
 
-        // Node health from every loaded plugin's current delta (health-plugins.md §8).
+        // Node health: 100 minus every loaded plugin's current delta, at least 0.
         struct Detail {
             std::string name, message, runtime;
             int delta;

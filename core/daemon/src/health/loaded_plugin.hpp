@@ -7,7 +7,7 @@
 
 namespace pvc::health {
 
-// What one run() produced. `ok == false` is a failed run (health-plugins.md §6.3):
+// What one run() produced. `ok == false` is a failed run (it threw or timed out):
 // nothing is written and the previous result keeps counting.
 struct RunOutcome {
     bool ok = false;

@@ -1,5 +1,5 @@
 // Python sources of the legacy plugin compatibility modules
-// (health-plugins.md §5), installed into the embedded interpreter's
+// (docs/sdk-guide.md), installed into the embedded interpreter's
 // sys.modules before any plugin is executed. Internal to the core.
 #pragma once
 
@@ -95,7 +95,7 @@ class MonitoringPlugin(object):
         return None
 )PY";
 
-// daemon_lib.common: run_os_command with the reference's exact semantics (§5.5).
+// daemon_lib.common: run_os_command with the reference's exact semantics.
 inline constexpr const char* daemon_lib_common = R"PY(
 # Compatibility module: the part of daemon_lib.common legacy plugins use.
 import shlex

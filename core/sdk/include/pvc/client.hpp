@@ -1,4 +1,4 @@
-// What a PVC client writes (api.md §2, hypervisor.md §5): the keys, values,
+// What a PVC client writes (docs/wire-contract.md): the keys, values,
 // transactions and locks of the reference's client library, shared by the
 // `pvc` command line and the API module so both write a cluster the same way.
 // Checks of the input and the messages shown to a person are each caller's;
@@ -37,7 +37,7 @@ PVC_SDK_API bool write_under_state_lock(const std::shared_ptr<zk::Session>& sess
 PVC_SDK_API bool change_vm_state(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
                                  const std::string& state, std::stop_token stop = {});
 
-// SR-IOV VF bookkeeping (network.md §9.5), done by define_vm, write_vm_xml,
+// SR-IOV VF bookkeeping (a VF's used / used_by keys), done by define_vm, write_vm_xml,
 // relocate_vm and undefine_vm for the VM's `direct` (macvtap) and `hostdev`
 // NICs whose VF is registered on the VM's node (/nodes/<n>/sriov/vf/<vf>):
 // a claim sets the VF's `used`=True, `used_by`=the VM's UUID, `mac`=the NIC's
@@ -52,7 +52,7 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// A new VM's keys (api.md §2.3 "POST /vm"). A VM with a `hostdev` NIC gets
+// A new VM's keys (the API's POST /vm). A VM with a `hostdev` NIC gets
 // migrate_method `shutdown` whatever was asked (hostdev VMs cannot live-migrate).
 struct VmDefinition {
     std::string uuid, name, xml, node;

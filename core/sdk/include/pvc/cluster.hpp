@@ -15,7 +15,7 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// `pvc cluster init`: creates every missing base key (cluster-state.md §4.1),
+// `pvc cluster init`: creates every missing base key (docs/wire-contract.md),
 // /schema/version = 10. Existing data is never overwritten; a cluster at
 // another schema version is refused (SchemaError).
 PVC_SDK_API void init_cluster(zk::Session& zk);
@@ -24,7 +24,7 @@ PVC_SDK_API void init_cluster(zk::Session& zk);
 // "schema version N is not supported") unless it is exactly 10.
 PVC_SDK_API void check_schema_version(zk::Session& zk);
 
-// Validate/apply (cluster-state.md §2.4): creates the missing keys of every
+// Validate/apply (the reference's schema repair): creates the missing keys of every
 // base key and of every existing node, domain, network (with its reservations
 // and rules), OSD, pool, volume and snapshot, with the schema's defaults.
 // Never creates an object root and never overwrites. Returns the number of

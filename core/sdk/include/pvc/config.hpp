@@ -1,5 +1,5 @@
 // The node daemon's configuration: pvcnoded.yaml parsed into an immutable,
-// typed value (node-lifecycle.md §1). Loading reports every problem at once,
+// typed value (docs/operations.md). Loading reports every problem at once,
 // each with its YAML path and line.
 //
 // The types are the SDK's; the functions declared here (the YAML reader,
@@ -23,7 +23,7 @@ namespace pvc {
 // Exit status for a configuration error (EX_CONFIG).
 inline constexpr int exit_config_error = 78;
 
-// Host identity, derived from the kernel hostname (node-lifecycle.md §1.2).
+// Host identity, derived from the kernel hostname, never from the file.
 struct HostIdentity {
     std::string fqdn;       // gethostname()
     std::string hostname;   // fqdn up to the first '.': the node's name in ZooKeeper
@@ -97,8 +97,8 @@ struct Config {
 
     // pvc.system.fencing.ipmi: this node's own BMC. The core's: it shows the
     // host in the banner, registers the three in ZooKeeper at every start
-    // (node-lifecycle.md §2 step 12, with or without the fencing module: the
-    // peers fence this node with them), checks the BMC (step 14, with the
+    // (with or without the fencing module: the
+    // peers fence this node with them), checks the BMC (with the
     // extra ipmitool arguments) and gives them to legacy plugins (the `ipmi`
     // plugin). The rest of pvc.system.fencing (actions, ipmi.timeout,
     // saving_throws, suicide_command) is the fencing module's.
@@ -152,7 +152,7 @@ struct Config {
     nlohmann::json module_keys = nlohmann::json::object();
 
     // The flat configuration dictionary legacy Python plugins see
-    // (health-plugins.md §2), with the reference's key names.
+    // (docs/sdk-guide.md), with the reference's key names.
     nlohmann::json flat() const;
 };
 

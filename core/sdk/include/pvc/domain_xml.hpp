@@ -1,7 +1,7 @@
 // Reading a libvirt domain XML: the one reading the CLI and the node daemon
-// share (hypervisor.md §19), so `pvc vm list` and a node's memprov agree.
+// share, so `pvc vm list` and a node's memprov agree.
 // Units follow libvirt, not the reference: a <memory> without `unit` is KiB
-// (the reference took it as MiB, hypervisor.md §22 item 15).
+// (the reference took it as MiB).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,7 @@ struct PVC_SDK_API DomainInterface {
     std::string model;
     std::string sriov_device;  // hostdev: the <sriov_device> text PVC writes, the VF's netdev name
 
-    // The SR-IOV VF this NIC uses (network.md §9.5): a `direct` (macvtap)
+    // The SR-IOV VF this NIC uses: a `direct` (macvtap)
     // NIC's source dev, a `hostdev` NIC's <sriov_device>; "" for any other
     // NIC (and a hostdev without <sriov_device>).
     std::string sriov_vf() const;

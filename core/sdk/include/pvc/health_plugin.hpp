@@ -3,7 +3,7 @@
 //                              (pvc/abi.hpp); must equal the daemon's
 //   pvc_health_plugin_create — std::unique_ptr<pvc::HealthPlugin>(const pvc::HealthPluginContext&)
 // Use PVC_HEALTH_PLUGIN(ClassName). Same results and ZooKeeper keys as a
-// legacy Python plugin (health-plugins.md §11).
+// legacy Python plugin (docs/sdk-guide.md).
 #pragma once
 
 #include <memory>
@@ -37,7 +37,7 @@ public:
     // Called once after loading; throwing disables the plugin (logged).
     virtual void setup() {}
     // One check. May block (it runs off the keepalive with a deadline); throwing
-    // is a failed run (health-plugins.md §6.3).
+    // is a failed run (nothing written; the previous result keeps counting).
     virtual HealthResult run(const std::string& coordinator_state) = 0;
     virtual void cleanup() {}
 };

@@ -1,4 +1,4 @@
-// Logging in the reference's format (node-lifecycle.md §12) over spdlog.
+// Logging in the reference's format over spdlog.
 //
 //   [>>> | prompt] [YYYY/MM/DD HH:MM:SS.ffffff ] [prefix - ]message
 //

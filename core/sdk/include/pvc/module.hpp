@@ -23,7 +23,7 @@
 // whose fingerprint differs from its own, and stops before writing anything
 // when an enabled flag has no module.
 //
-// The threading contract (DESIGN.md "Threads"):
+// The threading contract (docs/sdk-guide.md):
 // - configure(), registration(), start() and stop() are called once each, in
 //   that order, on the core's start-up/shutdown thread.
 // - Core events (CoreEvents) are delivered on one core strand, never on the
@@ -170,7 +170,7 @@ private:
     std::atomic<uint64_t> failed_{0};
 };
 
-// A module's part of one keepalive (node-lifecycle.md §5). Filled from cached
+// A module's part of one keepalive. Filled from cached
 // state by Module::contribute on the keepalive's thread: it must not block.
 // The core writes everything in its one transaction and logs one line.
 struct PVC_SDK_API KeepaliveReport {
@@ -183,7 +183,7 @@ struct PVC_SDK_API KeepaliveReport {
 
     // This module's health items: what is wrong with its part of the node
     // now (a refused network, a firewall nft refused...). An extension of
-    // health-plugins.md, documented in core/README.md ("Module health"): the
+    // the reference's health plugins, documented in core/README.md ("Module health"): the
     // core publishes a module that reports at least one item as the
     // plugin-like entry `module-<module name>` under monitoring_data (delta =
     // the sum of the items' deltas, message = their messages, data = the
@@ -207,7 +207,7 @@ struct PVC_SDK_API KeepaliveReport {
 };
 
 // The module fields of the reference's keepalive detail line, in its order,
-// with the text shown when no loaded module fills them (node-lifecycle.md §5.7).
+// with the text shown when no loaded module fills them.
 struct KeepaliveLogField {
     std::string_view label;
     std::string_view unset;
@@ -215,8 +215,8 @@ struct KeepaliveLogField {
 inline constexpr KeepaliveLogField keepalive_log_fields[] = {{"VMs", "0"}, {"OSDs", "0"}};
 
 
-// A module's own named pool for long procedures (hypervisor.md §7: they wait
-// for the spec's timings). Each task gets the pool's stop token; stop()
+// A module's own named pool for long procedures (a VM's shutdown or
+// migration waits for its timeouts). Each task gets the pool's stop token; stop()
 // requests stop and joins. Exceptions are caught, logged (with the pool's
 // name) and counted by the Executor.
 class PVC_SDK_API ModulePool {
@@ -256,9 +256,9 @@ inline void deliver_core_events(CoreEvents& events, Executor& ex, const Strand& 
     });
 }
 
-// The node's primary/secondary transitions (node-lifecycle.md §7).
+// The node's primary/secondary transitions (docs/architecture.md).
 enum class Transition { takeover, relinquish };
-// The hand-over phases (node-lifecycle.md §7.3/§7.4). The core runs the
+// The hand-over phases (docs/wire-contract.md). The core runs the
 // reference's phases A..G under its locks on /config/primary_node/sync_lock
 // and calls each module's transition hook once in every phase that moves
 // something on its side, in this order, waiting for `done` before the next:

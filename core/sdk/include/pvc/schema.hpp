@@ -31,7 +31,7 @@ struct Key {
     std::string_view tmpl;      // "/nodes/{}/keepalive"
     std::string_view apply_default;  // data written when validate/apply creates it
     // Node keys: data a new node's registration writes when neither the core
-    // nor a module gives a value (node-lifecycle.md §3).
+    // nor a module gives a value.
     std::string_view register_default = {};
 };
 

@@ -1,4 +1,4 @@
-// Services between modules, through the core (DESIGN.md "NodeContext"): one
+// Services between modules, through the core (docs/sdk-guide.md): one
 // module provides an interface, others get it; modules never include each
 // other. An interface is an SDK header (pvc/services/...) declaring
 //

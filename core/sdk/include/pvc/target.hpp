@@ -1,4 +1,4 @@
-// Migration target selection (hypervisor.md §12, `findTargetNode`): one
+// Migration target selection (the reference's `findTargetNode`): one
 // implementation shared by the hypervisor module (flush) and fencing.
 //
 // `choose` is a pure function over a snapshot of node figures; `read_*`

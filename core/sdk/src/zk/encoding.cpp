@@ -1,4 +1,4 @@
-// Value encodings of cluster-state.md §3 and small zk helpers.
+// The reference's value encodings (docs/wire-contract.md) and small zk helpers.
 #include <pvc/zk.hpp>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// kazoo-compatible Lock / WriteLock / ReadLock (cluster-state.md §7.1).
+// kazoo-compatible Lock / WriteLock / ReadLock (docs/wire-contract.md).
 #include "zk/session_impl.hpp"
 
 #include <spdlog/spdlog.h>

@@ -1,6 +1,6 @@
-// RBD lock handling (storage.md §8), provided by the storage module; used by
-// the hypervisor before a VM start (hypervisor.md §13.1) and by fencing
-// before a dead node's VMs start elsewhere (storage.md §8.3). Without a
+// RBD lock handling, provided by the storage module; used by
+// the hypervisor before a VM start and by fencing
+// before a dead node's VMs start elsewhere. Without a
 // provider (storage disabled) users fall back to doing nothing.
 #pragma once
 

@@ -1,5 +1,5 @@
-// RBD volume removal (api.md §2.3 "DELETE /vm/<vm>?delete_disks=true",
-// storage.md §6.2 "remove"), provided by the storage module; used by the API
+// RBD volume removal (the API's "DELETE /vm/<vm>?delete_disks=true",
+// a volume's "remove"), provided by the storage module; used by the API
 // module. Without a provider (storage module not loaded) users refuse to
 // remove volumes.
 #pragma once
