@@ -116,7 +116,7 @@ void node_domainstate(const std::string& request, const std::string& done_state)
               << std::endl;
 }
 
-// primary / secondary (node-lifecycle.md §7.5).
+// primary / secondary: ask for a hand-over through /config/primary_node.
 void node_router(const std::string& want) {
     require_node(args.node);
     if (read(path("node.mode", {args.node})) == "hypervisor")

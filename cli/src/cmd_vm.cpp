@@ -1,7 +1,7 @@
 // pvc vm list | info | define | modify | start | stop | shutdown | restart |
 //        disable | migrate | unmigrate | move | remove | log
 //
-// Every write is the reference client's (hypervisor.md §5): the same keys,
+// Every write is the reference client's (docs/wire-contract.md): the same keys,
 // values and transactions, state changes under the kazoo exclusive lock on
 // /domains/<uuid>/state held 0.5 s after the write. Input is checked before
 // anything is written.
@@ -340,7 +340,7 @@ void vm_set_state(const std::string& want) {
     }
 }
 
-// migrate / move / unmigrate (hypervisor.md §5).
+// migrate / move / unmigrate, written as the reference client writes them.
 void vm_relocate(const std::string& op) {
     std::string u = find_vm(a.vm);
     std::string name = read(path("domain.name", {u}));

@@ -57,7 +57,7 @@ std::string find_vm(const std::string& name_or_uuid);
 // The UUID of a VM named `name`, if any.
 std::optional<std::string> vm_by_name(const std::string& name);
 
-// Lenient boolean of cluster-state.md §3, false when unparsable.
+// The reference's lenient boolean ("True"/"true"/"1"...), false when unparsable.
 bool lenient(const std::string& s);
 
 }  // namespace pvc::cli

@@ -1,6 +1,6 @@
 // The `pvc` binary against a real ZooKeeper. Every write is read back with
 // kazoo (/usr/bin/python3), an independent client, and compared with the
-// key layout of cluster-state.md §4; daemons are played by test threads
+// reference's key layout (docs/wire-contract.md); daemons are played by test threads
 // writing the keys a node daemon would.
 #include <gtest/gtest.h>
 
@@ -553,7 +553,7 @@ TEST_F(PvcCli, RemoveStopsThenDeletesTheSubtree) {
 
 // ---------------------------------------------------------------- SR-IOV
 
-// network.md §9.5 through the command line: the client library's VF
+// SR-IOV VF used/used_by through the command line: the client library's VF
 // bookkeeping on define, refusal, move and remove.
 TEST_F(PvcCli, SriovVfIsClaimedRefusedMovedAndReleased) {
     for (const auto& n : {"hv1", "hv2"}) {
