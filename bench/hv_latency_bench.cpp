@@ -257,7 +257,7 @@ int main(int argc, char** argv) {
             double flip = -1;
             auto t0 = Clock::now();
             std::thread poller([&] { flip = time_until(starting, t0, stop); });
-            // The daemon rewrites `stop` itself after a stop (§9.4): a write racing
+            // The daemon rewrites `stop` itself after a hard stop: a write racing
             // with it fails the reference's version check and is simply retried.
             bool written = false;
             for (int attempt = 0; attempt < 20 && !written; ++attempt)

@@ -66,7 +66,7 @@ smoke() {
     local V1="$HERE/libvirtd.sh virsh 1" V2="$HERE/libvirtd.sh virsh 2" t
     t=$(now_ms); $V1 create "$x/vm.xml" >/dev/null; echo "create on hv1: $(( $(now_ms) - t ))ms"
     # Classic (client-driven) live migration, data over the cluster network by name,
-    # as hypervisor.md §10.2 does it.
+    # as the reference's migration does it.
     t=$(now_ms); $V1 migrate --live pvclab-smoke "$($HERE/libvirtd.sh uri 2)" "tcp://hv2.$PVC_LAB_DOMAIN"
     echo "migrate hv1->hv2: $(( $(now_ms) - t ))ms; hv1: $($V1 list --name | xargs) hv2: $($V2 list --name | xargs)"
     [ "$($V2 domstate pvclab-smoke)" = running ] || lab_die "guest not running on hv2"

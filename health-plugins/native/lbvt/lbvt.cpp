@@ -1,4 +1,4 @@
-// lbvt — libvirt daemon (health-plugins.md §12.7): a read-only connection to
+// lbvt — libvirt daemon (health-plugins/README.md): a read-only connection to
 // qemu+tcp://<node>/system (the TCP listener migrations use), getHostname(),
 // close.
 #include <memory>

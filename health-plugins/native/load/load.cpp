@@ -1,4 +1,4 @@
-// load — CPU load (health-plugins.md §12.8): the 1-minute load average,
+// load — CPU load (health-plugins/README.md): the 1-minute load average,
 // rounded to 2 decimals, against the logical CPU count. Delta 50 when the
 // load exceeds the CPU count.
 #include <cmath>

@@ -1,4 +1,4 @@
-// zkpr — ZooKeeper (health-plugins.md §12.12): opens a short session (1 s) to
+// zkpr — ZooKeeper (health-plugins/README.md): opens a short session (1 s) to
 // this node's own ZooKeeper member, reads /schema/version and closes.
 // The member is this node's entry in the coordinator list (its port as
 // written), else <node>:2181 as in the reference — so a non-coordinator
