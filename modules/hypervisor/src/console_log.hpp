@@ -1,5 +1,5 @@
 // Serial console log of one VM copied into /domains/<uuid>/consolelog
-// (hypervisor.md §16): the last N lines of <console_log_directory>/<name>.log,
+// (the reference's console log watcher): the last N lines of <console_log_directory>/<name>.log,
 // uploaded 0.5 s after the file changes (inotify, through the module's one
 // InotifyHub), so idle VMs cost nothing: no timer runs while the file is
 // watched. A poll covers a file that cannot be watched (0.5 s while its

@@ -446,7 +446,8 @@ void Domain::adopt() {
     sh_.publish_running();  // also when the keepalive's statistics pass added it first
 }
 
-// §9.1
+// Start (owner): a domain libvirt runs is adopted; otherwise a leftover is
+// removed, the RBD locks prepared and the domain created from /xml.
 void Domain::start_vm(const std::string* volumes_read) {
     if (auto c = console()) c->start();
     auto lv = sh_.lv.status(uuid_);
@@ -510,7 +511,7 @@ void Domain::start_vm(const std::string* volumes_read) {
     log_.ok("VM {}: started", uuid_);
 }
 
-// §9.2, with the recommendation: a timed-out shutdown destroys, then starts.
+// Restart (owner, running); unlike the reference, a timed-out shutdown destroys, then starts.
 void Domain::restart_vm() {
     log_.info("VM {}: restarting", uuid_);
     auto r = graceful_shutdown(true);
@@ -520,7 +521,7 @@ void Domain::restart_vm() {
     write_state_from({"stop", "restart", "start"}, "start");
 }
 
-// §9.3 (recommendation: destroy on timeout).
+// Graceful shutdown; unlike the reference, a timed-out one destroys the domain.
 Domain::ShutdownResult Domain::graceful_shutdown(bool restarting) {
     if (!confirm("shut it down")) return ShutdownResult::aborted;
     log_.info("VM {}: shutting down", uuid_);
@@ -601,7 +602,7 @@ bool Domain::destroy_sequence() {
     return false;
 }
 
-// §9.4
+// Hard stop (owner): destroy the domain.
 void Domain::hard_stop(bool write_stop) {
     log_.info("VM {}: stopping", uuid_);
     if (!destroy_sequence()) return;  // not confirmed gone: nothing written, tried again
@@ -617,7 +618,7 @@ bool Domain::acquire_unbounded(zk::Lock& lock) {
     return lock.acquire(std::nullopt, [this] { return sh_.stopper.stopping(); });
 }
 
-// §10.3
+// Migration, source side: the reference's sync-lock phases, then live or shutdown migration.
 void Domain::send(const Snapshot& s, bool live_required) {
     const std::string target = s.node;
     log_.info("VM {}: migrating to {}", uuid_, target);
@@ -680,8 +681,10 @@ void Domain::send(const Snapshot& s, bool live_required) {
     node_lock.release();
 }
 
-// Phase C of §10.4 (R4), in every round: no time limit. A round after the
-// first can come before the source's turn (§10.5's race); the source then holds
+// The receiver's phase C (its second take of the sync lock), in every round:
+// no time limit. A round after the first can come before the source's turn
+// (the reference's race between a client's state lock and the receiver's
+// first round); the source then holds
 // the sync lock for its whole transfer or shutdown fallback, however long, and
 // only what it leaves when it releases says whether the VM arrived or must be
 // started here. Given up only when the daemon stops, or when the state leaves
@@ -705,7 +708,7 @@ bool Domain::await_source(zk::Lock& lock) {
     return ok;
 }
 
-// §10.4
+// Migration, receiver side: the reference's sync-lock phases A and C.
 void Domain::receive() {
     log_.info("VM {}: receiving migration", uuid_);
     const auto sync_path = path("domain.migrate.sync_lock");
@@ -752,12 +755,12 @@ void Domain::receive() {
             // The source shut the VM down: start it here.
             sh_.write({{path("domain.state"), "start"}});
         } else if (node == sh_.me && is_migrate(state) && !last) {
-            // The source may not have queued yet (client-initiated race, §10.5): cycle again.
+            // The source may not have queued yet (client-initiated race): cycle again.
             phase_c.release();
             if (!sh_.stopper.sleep(1s)) return finish();
             continue;
         } else if (node == sh_.me && is_migrate(state)) {
-            // Nothing was sent yet. The state stays `migrate` (§10.6): the
+            // Nothing was sent yet. The state stays `migrate`, as in the reference: the
             // source may be slow (waiting for a lock, restarting) and still
             // run the VM; `fail` with this node would make it terminate its
             // copy. A VM that arrives later is adopted by the keepalive

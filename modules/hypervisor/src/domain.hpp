@@ -1,4 +1,4 @@
-// One VM as seen by this node (hypervisor.md §3, §7-§10): a state watch on
+// One VM as seen by this node (modules/hypervisor/README.md): a state watch on
 // /domains/<uuid>/state, a strand that serialises its transitions, and the
 // procedures (start, restart, shutdown, stop, terminate, send, receive) run
 // one at a time on the procedure pool.
@@ -32,7 +32,7 @@ public:
         std::string state;
         std::string node;
         std::string lastnode;
-        long memory_mib = 0;   // from /xml (§19)
+        long memory_mib = 0;   // from /xml's <memory>
     };
 
     Domain(Shared& shared, std::string uuid);

@@ -51,7 +51,7 @@ Hypervisor::~Hypervisor() {
 
 void Hypervisor::start() {
     if (started_.exchange(true)) return;
-    // Not fatal (hypervisor.md §4.1 says exit): the daemon keeps its other
+    // Not fatal (the reference exits): the daemon keeps its other
     // duties; owned VMs are left as they are, their dispatches retried until
     // libvirt answers (README, degraded modes).
     std::string err;
@@ -184,7 +184,7 @@ void Hypervisor::on_libvirt_event(const std::string& uuid, int event) {
     });
 }
 
-// ---- flush / unflush (§11) ----
+// ---- flush / unflush ----
 
 void Hypervisor::on_domainstate(const std::optional<std::string>& value, int32_t version) {
     if (stopper_.stopping() || !value) return;
@@ -394,7 +394,7 @@ bool Hypervisor::unflush(Job& job) {
     return wait_settled(job, inflight, 0);
 }
 
-// ---- keepalive (§14) ----
+// ---- keepalive ----
 
 void Hypervisor::contribute(KeepaliveReport& report) {
     std::lock_guard g(figures_m_);
@@ -517,7 +517,7 @@ bool Hypervisor::collect(bool full, std::optional<std::chrono::milliseconds> dea
     return true;
 }
 
-// memalloc/memprov/vcpualloc with the intended accounting (§14.2), from the
+// memalloc/memprov/vcpualloc with the accounting the reference intends, from the
 // usage the last full collection read (XML memory for VMs it has not seen).
 void Hypervisor::publish_figures(int domains_count) {
     long memalloc = 0, memprov = 0;

@@ -1,4 +1,4 @@
-// The hypervisor function of a node (hypervisor.md): one Domain per child of
+// The hypervisor function of a node (modules/hypervisor/README.md): one Domain per child of
 // /domains, flush/unflush on this node's domainstate, keepalive figures,
 // crash detection by libvirt lifecycle events with the keepalive as backstop.
 #pragma once
@@ -34,7 +34,7 @@ public:
     void stop();
     void contribute(KeepaliveReport& report);
 
-    // One keepalive collection (§14), blocking. A full one asks libvirt about
+    // One keepalive collection, blocking. A full one asks libvirt about
     // every domain, runs the crash backstop and writes every running VM's stats
     // (one transaction); a light one recomputes the figures from what the last
     // full one learnt. Keepalive ticks run a full one after any libvirt
@@ -84,7 +84,7 @@ private:
     // `state` of `uuid` as its watch delivered it, read from ZooKeeper when the
     // watch cannot tell (then `watched` is false).
     Domain::Seen state_of(const std::string& uuid, bool& watched);
-    // The stats JSON of one running domain (§14.3), nullopt if a query failed.
+    // The stats JSON of one running domain (/domains/<uuid>/stats), nullopt if a query failed.
     std::optional<std::string> domain_stats(virDomainPtr dom, const std::string& uuid);
     void publish_figures(int domains_count);
 
@@ -137,7 +137,7 @@ private:
     };
     std::mutex usage_m_;
     std::map<std::string, Usage> usage_;   // per running uuid, from the last full collection
-    // Devices whose counters go into the stats, per uuid, from the live XML (§14.3).
+    // Devices whose counters go into the stats, per uuid, from the live XML.
     struct Devices {
         unsigned libvirt_id = 0;           // the XML is re-read when the domain is recreated
         std::vector<std::pair<std::string, std::string>> disks;    // (name, target dev)

@@ -1,4 +1,4 @@
-// The live-migration call itself (hypervisor.md §10.2), apart from the
+// The live-migration call itself (URIs and flags as the reference's), apart from the
 // ZooKeeper handshake in domain.cpp so it can be tested and tuned alone.
 #pragma once
 

@@ -1,4 +1,4 @@
-// RBD lock handling before a VM start (hypervisor.md §13.1, storage.md §8):
+// RBD lock handling before a VM start:
 // the SDK interface pvc::services::RbdLocks, provided by the storage module
 // through the service registry; without a provider, nothing to check.
 #pragma once

@@ -1,4 +1,4 @@
-// The hypervisor's own keys of pvcnoded.yaml (hypervisor.md §2): the
+// The hypervisor's own keys of pvcnoded.yaml (docs/operations.md): the
 // `pvc.system.hypervisor` block (ours) and the console log keys it requires.
 #pragma once
 

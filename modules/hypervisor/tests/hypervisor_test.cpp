@@ -1,5 +1,5 @@
 // The hypervisor against real ZooKeeper and libvirt's test driver: every
-// state of hypervisor.md §7/§8, garbage, restarts, two nodes, flush/ready.
+// VM state for owner and non-owner, garbage, restarts, two nodes, flush/ready.
 #include "hv_fixture.hpp"
 
 namespace pvc::hv::test {
@@ -621,7 +621,7 @@ TEST_F(TwoNodes, AReceivedVmIsPublishedEvenIfTheStatisticsPassListedItFirst) {
     EXPECT_TRUE(eventually([&] { return get("node.running_domains", "hv2").find(u) != std::string::npos; }, 2s));
 }
 
-// ---- libvirt's answers: unreachable, paused, late arrivals (hypervisor.md §4.1, §9.1, §10.6) ----
+// ---- libvirt's answers: unreachable, paused, late arrivals ----
 
 // Counts the RBD lock preparations a start makes (each frees this node's locks).
 struct CountingRbdLocks final : services::RbdLocks {
@@ -747,7 +747,7 @@ TEST_F(TwoNodes, AStrayAppearingOnANonOwnerIsTerminatedByTheKeepaliveCollection)
 
 // The migration source is slow to send (its daemon down, or waiting for a
 // lock) while it still runs the VM: the receiver gives up after its rounds
-// but leaves `migrate` (§10.6); `fail` with the target as node would make the
+// but leaves `migrate`, as the reference does; `fail` with the target as node would make the
 // source terminate its running copy when it looks.
 TEST_F(TwoNodes, AReceiverWhoseSourceIsSlowLeavesMigrateAndTheSourceKeepsTheVm) {
     // hv1 on libvirt's shared default test driver, held open here, so its
@@ -809,7 +809,7 @@ TEST_F(TwoNodes, AVmArrivingAfterItsReceiverGaveUpIsAdopted) {
     EXPECT_TRUE(on(*n2, u));
 }
 
-// §10.5's race lost by the receiver (a client that holds its state lock until
+// The reference's migration race lost by the receiver (a client that holds its state lock until
 // the receiver's first round has looked puts the source's turn after it), then
 // a source whose shutdown fallback takes longer than 30 s (a slow guest): the
 // receiver still waits for the source's turn, and starts the VM here once the
@@ -850,8 +850,8 @@ TEST_F(TwoNodes, AShutdownMigrationLongerThan30sAfterALostFirstRoundEndsStartedO
     }, 10s));
 }
 
-// A source that aborts but keeps the sync lock (the reference's defect,
-// §10.3): the receiver, which waits for it without a time limit, ends its
+// A source that aborts but keeps the sync lock (the reference's defect):
+// the receiver, which waits for it without a time limit, ends its
 // wait on the abort's `start` instead of waiting forever.
 TEST_F(TwoNodes, AReceiverWaitingForASourceThatAbortedKeepingTheSyncLockEndsOnTheAbort) {
     start_nodes();

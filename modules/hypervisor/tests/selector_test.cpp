@@ -1,4 +1,4 @@
-// Target selection (hypervisor.md §12) as a pure function, and read from ZooKeeper.
+// Target selection (the reference's findTargetNode) as a pure function, and read from ZooKeeper.
 #include "hv_fixture.hpp"
 #include "pvc/target.hpp"
 
