@@ -33,7 +33,8 @@ bool FenceJob::sleep(std::stop_token& stop, Clock::duration d) {
     return !stop.stop_requested();
 }
 
-// §10.3 step 1. A state that cannot be read says nothing about the node: the
+// The saving throws: the node may write `run` again before it is fenced.
+// A state that cannot be read says nothing about the node: the
 // throw is taken again after the next interval instead of being counted.
 FenceOutcome FenceJob::saving_throws(std::stop_token& stop) {
     for (int k = 1; k <= s_.saving_throws;) {
@@ -86,7 +87,7 @@ FenceOutcome FenceJob::hand_back(const char* when) {
     return FenceOutcome::stopped;
 }
 
-// §10.3 step 6: a dead coordinator cannot stay primary.
+// After the fence, whatever its result: a dead coordinator cannot stay primary.
 void FenceJob::demote_router() {
     bool coordinator = false;
     for (const auto& c : s_.coordinators) coordinator = coordinator || c == node_;
@@ -218,8 +219,8 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
         return FenceOutcome::fenced;
     }
 
-    // Not seen off: §10.3's table decides, from `off`'s exit status and the
-    // status after power on.
+    // Not seen off: the reference's decision table decides, from `off`'s exit
+    // status and the status after power on.
     log_.warn("IPMI did not confirm {} off within {} ms (last status: {})", node_, s_.confirm_window.count(),
               status.output);
     IpmiResult on = ipmi_.chassis_power(bmc, "on");

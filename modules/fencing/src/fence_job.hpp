@@ -1,5 +1,5 @@
-// FenceJob: what a coordinator does to one dead node (node-lifecycle.md §10.3,
-// with the fencing README's changes): saving throws, IPMI power off confirmed
+// FenceJob: what a coordinator does to one dead node (the reference's fence
+// job with the fencing README's changes): saving throws, IPMI power off confirmed
 // by polling `chassis power status`, recovery as soon as the node is
 // confirmed off, power on, and the reference's keys. Runs on its own thread;
 // every wait ends early when the stop token is requested.
@@ -37,7 +37,7 @@ struct FenceSettings {
 
 enum class FenceOutcome {
     saved,     // the node wrote `run` again during the saving throws
-    fenced,    // power off confirmed (or the table of §10.3 says success)
+    fenced,    // power off confirmed (or the reference's decision table says success)
     failed,    // the BMC could not be made to confirm
     stopped,   // the module stopped before the job ended (the node handed back: FenceJob::hand_back)
 };

@@ -1,5 +1,5 @@
 // FenceMonitor: which nodes are dead, given what a coordinator observed
-// (node-lifecycle.md §10.2, made skew-proof; modules/fencing/README.md).
+// (the reference's detection, made skew-proof; modules/fencing/README.md).
 //
 // A node's age is the time, on the fencer's monotonic clock, since the
 // fencer first saw the node's keepalive znode at its current modification

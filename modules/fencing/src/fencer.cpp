@@ -107,7 +107,7 @@ void Fencer::reap_jobs() {
     }
 }
 
-// §10.2, with the monitor's skew-proof ages.
+// The dead-node scan, with the monitor's skew-proof ages.
 void Fencer::scan(FenceMonitor::Cause cause) {
     std::optional<std::vector<std::string>> nodes;
     {
@@ -208,7 +208,7 @@ std::optional<int32_t> mark_dead(zk::Session& zk, const Logger& log, const std::
     return std::nullopt;
 }
 
-// §10.2 step 3: the write lock on the dead node's daemonstate makes one job
+// The write lock on the dead node's daemonstate makes one job
 // per node across every coordinator (ours and the reference's).
 void Fencer::handle_dead(const std::string& node, const zk::Stat& judged) {
     const std::string state_path = schema::path("node.state.daemon", {node});

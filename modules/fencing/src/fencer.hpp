@@ -1,4 +1,4 @@
-// Fencer: a coordinator's dead-node scan (node-lifecycle.md §10.1–10.2) and
+// Fencer: a coordinator's dead-node scan and
 // its fence jobs. Scans run on the fencer's own thread after each keepalive
 // and at the moment a node's deadline passes (FenceMonitor::next_judgement);
 // a watch on every node's keepalive sees each write at once. Nothing here
@@ -19,7 +19,7 @@
 
 namespace pvc::fencing {
 
-// §10.2 step 3, under the write lock on the node's daemonstate: writes `dead`
+// Under the write lock on the node's daemonstate: writes `dead`
 // only if the state is `run` and the keepalive is still the write the scan
 // judged (`judged`: its Stat as the scan read it), both checked in the same
 // multi-op as the write. Returns the daemonstate's version after the write,

@@ -1,4 +1,4 @@
-// The fencing module (node-lifecycle.md §10–11): on coordinators, the
+// The fencing module (modules/fencing/README.md): on coordinators, the
 // dead-node scan and fence jobs (Fencer); on every node with
 // suicide_intervals > 0, self-fencing (SelfFence). Served flag: "always".
 #pragma once

@@ -1,4 +1,4 @@
-// Power control of a node's BMC (node-lifecycle.md §10.3 step 3).
+// Power control of a node's BMC (ipmitool -I lanplus ... chassis power).
 #pragma once
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// The fencing module's export (DESIGN.md, "Module ABI").
+// The fencing module's export (docs/sdk-guide.md, the ABI rules).
 #include "fencing.hpp"
 
 PVC_MODULE(pvc::fencing::FencingModule,

@@ -1,5 +1,5 @@
 // Freeing a dead node's RBD locks before its VMs start elsewhere
-// (storage.md §8.3). The storage module provides the real one; without it
+// (the RBD lock service). The storage module provides the real one; without it
 // fencing says so and moves the VMs anyway (nothing to free without Ceph).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Recovery of a fenced node's VMs (node-lifecycle.md §10.5, storage.md §8.3):
+// Recovery of a fenced node's VMs (modules/fencing/README.md):
 // `domainstate` fence-flush → every VM freed of its RBD locks and given a
 // target by the core's selector (or stopped with node_autostart) → flushed.
 // What the choices need (the nodes' figures, every VM's keys) is read first,

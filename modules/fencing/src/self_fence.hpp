@@ -1,4 +1,4 @@
-// SelfFence (node-lifecycle.md §10.8, README decision): a node whose
+// SelfFence (the reference's suicide, as modules/fencing/README.md decides): a node whose
 // keepalive has not reached ZooKeeper for `suicide_intervals` intervals runs
 // its reset action, so that peers may safely recover its VMs after a failed
 // fence. "Reached" = the node's own keepalive znode changed, as reported by a

@@ -1,4 +1,4 @@
-// FenceMonitor: the pure decision core (node-lifecycle.md §10.2 made
+// FenceMonitor: the pure decision core (the reference's detection made
 // skew-proof; modules/fencing/README.md "Detection").
 #include "fence_monitor.hpp"
 

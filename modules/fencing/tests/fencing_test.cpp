@@ -938,7 +938,7 @@ TEST(FencingEnsemble, LeaderKilledCausesNoFence) {
 }
 
 // A mixed cluster: no reference daemon is installable here, so its fence
-// decision is EMULATED from the spec (node-lifecycle.md §10.2) with kazoo, on
+// decision is EMULATED from the reference's detection rule with kazoo, on
 // the same keys: each interval, every node whose written keepalive is older
 // than the coordinator's clock minus interval × fence_intervals and whose
 // state is `run` → kazoo WriteLock on /nodes/<n>/daemonstate (blocking) →
