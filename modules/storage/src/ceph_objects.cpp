@@ -131,7 +131,7 @@ void CephObjects::on_osd_node(const std::string& id, const std::optional<std::st
         std::lock_guard g(m_);
         osd_node_[id] = node.value_or("");
     }
-    // §5.2: when the OSD object appears with this node (at start, or a new OSD).
+    // OSD information refresh: when the OSD object appears with this node (at start, or a new OSD).
     if (node && *node == options_.node && refreshed_.insert(id).second) {
         ex_.blocking("OSD " + id + " information refresh", [this, life = life_, id] {
             std::lock_guard r(life->refresh_m);

@@ -1,6 +1,6 @@
-// The node daemon's mirrors of /ceph (storage.md §5): OSD ids and their
+// The node daemon's mirrors of /ceph: OSD ids and their
 // nodes, pools, each pool's volumes; and the OSD information refresh for
-// this node's OSDs (§5.2, through `ceph-volume lvm list --format json`).
+// this node's OSDs (through `ceph-volume lvm list --format json`).
 //
 // Watches post to one strand; the mirrors are read from any thread (the
 // keepalive's OSD count, the collector's pool list). Bad names in ZooKeeper
@@ -24,7 +24,7 @@
 
 namespace pvc::storage {
 
-// The keys §5.2 step 6 writes, from `ceph-volume lvm list --format json`.
+// The keys the OSD information refresh writes, from `ceph-volume lvm list --format json`.
 struct OsdDiskInfo {
     std::string device, osd_fsid, cluster_fsid, vg, lv;
 };
@@ -51,7 +51,7 @@ public:
     // OSD refreshes finished (successful or not), for tests.
     int refreshes() const;
 
-    // §5.2 for one OSD (blocking: ZooKeeper reads, ceph-volume). True when written.
+    // The information refresh of one OSD (blocking: ZooKeeper reads, ceph-volume). True when written.
     bool refresh_osd(const std::string& id);
 
 private:

@@ -35,7 +35,7 @@ void StatsCollector::collect() {
         std::atomic<uint64_t>& n;
         ~Count() { ++n; }
     } count{collections_};
-    // Primary parts only in state exactly `primary` (§4.1), checked at the start.
+    // Primary parts only in state exactly `primary`, checked at the start.
     std::optional<std::string> router;
     try {
         router = zk_->get(schema::path("node.state.router", {options_.node}));
@@ -70,7 +70,7 @@ void StatsCollector::publish_status(const std::shared_ptr<RadosClient>& client) 
     std::string status = command(client, R"({"prefix": "status", "format": "pretty"})");
     std::string health = command(client, R"({"prefix": "health", "format": "json"})");
     std::string df = command(client, R"({"prefix": "df", "format": "pretty"})");
-    // /ceph/health is parsed by cluster health: only valid JSON goes there (§4.3).
+    // /ceph/health is parsed by cluster health: only valid JSON goes there.
     if (!nlohmann::json::accept(health)) throw std::runtime_error("health is not JSON: " + health.substr(0, 80));
     if (status.empty()) throw std::runtime_error("empty status");
     if (!zk_->write(schema::path("base.storage"), status)) log_.error("Failed to set Ceph status data");
@@ -96,7 +96,7 @@ void StatsCollector::publish_pools(const std::shared_ptr<RadosClient>& client) {
             auto counters = calls_.run<PoolCounters>("statistics of pool " + pool, options_.deadline,
                                                      [client, pool] { return client->open_pool(pool).counters(); });
             std::string text = python_json(pool_stats(entry->second, counters));
-            // Only under a pool that still exists (§3.3): the write creates the
+            // Only under a pool that still exists: the write creates the
             // leaf at most, never the pool.
             if (!zk_->exists(schema::path("pool.name", {pool}))) continue;
             zk_->write(schema::path("pool.stats", {pool}), text);

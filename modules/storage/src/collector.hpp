@@ -1,4 +1,4 @@
-// Statistics collection (storage.md §4): one collection per keepalive, on
+// Statistics collection: one collection per keepalive, on
 // the module's own worker, never on the keepalive's path. The primary
 // coordinator publishes /ceph, /ceph/health, /ceph/util and the pool and OSD
 // stats; other nodes need no Ceph call (their OSD count comes from the

@@ -1,4 +1,4 @@
-// The storage module's export (DESIGN.md, "Module ABI").
+// The storage module's export (docs/sdk-guide.md, the ABI rules).
 #include "storage.hpp"
 
 PVC_MODULE(pvc::storage::StorageModule,

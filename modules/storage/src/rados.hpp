@@ -1,4 +1,4 @@
-// The librados/librbd C API behind RAII handles (storage.md §4.7, §8.1).
+// The librados/librbd C API behind RAII handles (statistics and RBD locks).
 //
 // Every call is bounded twice: the client handle carries
 // rados_mon_op_timeout / rados_osd_op_timeout / client_mount_timeout (so

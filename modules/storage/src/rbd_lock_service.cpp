@@ -75,11 +75,11 @@ std::optional<std::string> RbdLockService::prepare_start(const std::string& uuid
     try {
         client = connect(uuid);
     } catch (const std::exception& e) {
-        // As a failed listing of every volume (§8.2 step 2): nothing known to free.
+        // As a failed listing of every volume (such a volume is skipped): nothing known to free.
         log_.error("Domain {}: cannot list RBD locks: {}", uuid, e.what());
         return std::nullopt;
     }
-    // Every volume's locks are collected before any is handled (§8.2 step 2).
+    // Every volume's locks are collected before any is handled, as the reference does.
     std::vector<VolumeLocks> found;
     for (const auto& [name, parts] : wanted) {
         try {

@@ -1,6 +1,6 @@
-// RBD lock handling (storage.md §8): the `pvc.rbd_locks.v1` service this
-// module registers, used by the hypervisor before a start (§8.2) and by
-// fencing after a fence (§8.3). Each Ceph call is bounded (CephCalls).
+// RBD lock handling: the `pvc.rbd_locks.v1` service this
+// module registers, used by the hypervisor before a start and by
+// fencing after a fence. Each Ceph call is bounded (CephCalls).
 #pragma once
 
 #include <chrono>
@@ -16,7 +16,7 @@
 
 namespace pvc::storage {
 
-// The owner of a lock: its address up to the first ':' (§8.1), after an
+// The owner of a lock: its address up to the first ':', after an
 // optional messenger prefix ("v1:", "v2:", "any:"); nullopt when the text is
 // not `<ip>:<port>/<nonce>`.
 std::optional<std::string> lock_owner(const std::string& address);

@@ -1,4 +1,4 @@
-// RBD volume removal (storage.md §6.2 "remove", api.md §2.3): the
+// RBD volume removal (a volume's "remove"): the
 // `pvc.rbd_volumes.v1` service this module registers, used by the API
 // module's `DELETE /vm/<vm>?delete_disks=true`. Each Ceph call is bounded
 // (CephCalls): the connection by the module's deadline, the removal of the

@@ -1,4 +1,4 @@
-// The statistics' encodings (storage.md §4.4, §4.5): Ceph's replies turned
+// The statistics' encodings (pools and OSDs): Ceph's replies turned
 // into the JSON texts the reference writes under /ceph. Pure functions, no
 // Ceph or ZooKeeper: the collector (collector.hpp) feeds them.
 #pragma once
@@ -19,7 +19,7 @@ using OrderedJson = nlohmann::ordered_json;
 // json.dumps() of the reference: ", " and ": " separators, non-ASCII escaped.
 std::string python_json(const OrderedJson& value);
 
-// A pool's statistics (§4.4 table, in its order) from its `ceph df --format
+// A pool's statistics (the reference's fields, in its order) from its `ceph df --format
 // json` entry and its `rados df` counters. Throws std::exception when a field
 // is missing (the caller logs and skips that pool).
 OrderedJson pool_stats(const nlohmann::json& df_pool, const PoolCounters& counters);
@@ -35,7 +35,7 @@ struct OsdStatusRow {
 // ignored, Ceph 14 (`| id | host | …`) and 16+ (`id host …`) layouts.
 std::map<std::string, OsdStatusRow> parse_osd_status(const std::string& text);
 
-// `osd dump` and `osd df` JSON → per-id objects with the §4.5 fields.
+// `osd dump` and `osd df` JSON → per-id objects with the reference's OSD fields.
 std::map<std::string, OrderedJson> osd_dump_fields(const std::string& osd_dump_json);
 std::map<std::string, OrderedJson> osd_df_fields(const std::string& osd_df_json);
 

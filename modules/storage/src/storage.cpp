@@ -51,7 +51,7 @@ void StorageModule::start(NodeContext& ctx) {
                                                   StatsCollector::Options{settings_.node, settings_.client, deadline});
     pool_ = std::make_unique<ModulePool>(ctx.executor, "storage", 1);
 
-    // §1 e: coordinators run the cluster's monitor and manager; as the
+    // Coordinators run the cluster's monitor and manager; as the
     // reference, the result is logged, never fatal.
     if (settings_.coordinator && settings_.start_ceph_daemons) {
         for (std::string unit : {"ceph-mon@" + settings_.node + ".service", "ceph-mgr@" + settings_.node + ".service"}) {

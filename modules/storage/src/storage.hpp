@@ -1,7 +1,7 @@
-// The storage module (storage.md, the node daemon's part): Ceph statistics
-// in ZooKeeper (§4), the /ceph mirrors and the OSD information refresh (§5),
-// the RBD lock service (§8), the RBD volume removal service (§6.2, for the
-// API module), ceph-mon@/ceph-mgr@ on coordinators (§1 e).
+// The storage module (modules/storage/README.md): Ceph statistics
+// in ZooKeeper, the /ceph mirrors and the OSD information refresh,
+// the RBD lock service, the RBD volume removal service (for the
+// API module), ceph-mon@/ceph-mgr@ on coordinators.
 //
 // Its own configuration keys (besides the core's ceph_config_file,
 // ceph_admin_keyring and the storage network's address), under

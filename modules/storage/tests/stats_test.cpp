@@ -1,4 +1,4 @@
-// The encodings and parsers of storage.md §4.4, §4.5, §5.2 and §8.1.
+// The encodings and parsers: pool and OSD statistics, OSD information, RBD lock owners.
 #include <gtest/gtest.h>
 
 #include "ceph_objects.hpp"

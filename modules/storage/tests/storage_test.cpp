@@ -128,7 +128,7 @@ protected:
     }
 };
 
-// ------------------------------------------------------------------ statistics (§4)
+// ------------------------------------------------------------------ statistics
 
 TEST_F(Storage, PrimaryPublishesStatusHealthUtilAndPoolAndOsdStatsInTheReferenceEncodings) {
     define_pool("vms");
@@ -152,7 +152,7 @@ TEST_F(Storage, PrimaryPublishesStatusHealthUtilAndPoolAndOsdStatsInTheReference
     EXPECT_EQ(health.at("status"), "HEALTH_OK");
     EXPECT_NE(kazoo_get("/ceph/util").find("RAW STORAGE"), std::string::npos);
 
-    // Pool stats: the §4.4 fields in order, Python's separators (json.dumps of
+    // Pool stats: the reference's fields in order, Python's separators (json.dumps of
     // json.loads gives the same text), figures matching `rados df`.
     auto r = pvc::test::run_python(
         "import sys, json\nfrom kazoo.client import KazooClient\n"
@@ -232,7 +232,7 @@ TEST_F(Storage, NonPrimaryCallsNoCephAndWritesNothing) {
     EXPECT_EQ(logged().find("Failed to open connection"), std::string::npos) << "a non-primary tried Ceph";
 }
 
-// ------------------------------------------------------------------ mirrors and bad input (§5)
+// ------------------------------------------------------------------ mirrors and bad input
 
 TEST_F(Storage, MirrorsCountThisNodesOsdsAndSkipBadNames) {
     define_pool("vms");
@@ -302,7 +302,7 @@ TEST_F(Storage, OsdOfThisNodeIsRefreshedFromCephVolumeJsonWithoutAShell) {
     session->remove_recursive(path("osd.id", {"6"}));
 }
 
-// ------------------------------------------------------------------ RBD locks (§8)
+// ------------------------------------------------------------------ RBD locks
 
 TEST_F(Storage, OwnStaleLockIsFreedBeforeAStart) {
     make_image("own");
@@ -350,7 +350,7 @@ TEST_F(Storage, BadVolumeNamesAndMissingVolumesAreSkippedNotFatal) {
     EXPECT_TRUE(locks.free_all("uuid-b", {"vms/does-not-exist"}));
 }
 
-// ------------------------------------------------------------------ RBD volume removal (§6.2)
+// ------------------------------------------------------------------ RBD volume removal
 
 TEST_F(Storage, VolumeServiceRemovesAnImageWithItsSnapshots) {
     make_image("gone_disk0");
