@@ -1,5 +1,5 @@
 // pvcnoded-dnsmasq-lease: dnsmasq's --dhcp-script for PVC client networks
-// (network.md §6.6). dnsmasq runs it once per lease event, serially:
+// (the reference's lease script). dnsmasq runs it once per lease event, serially:
 //
 //   pvcnoded-dnsmasq-lease init            print the network's leases (dnsmasq
 //                                          keeps none itself: --leasefile-ro)

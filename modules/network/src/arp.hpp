@@ -1,4 +1,4 @@
-// Gratuitous ARP after an address moves to this node (network.md §6.2): what
+// Gratuitous ARP after an address moves to this node: what
 // Habets' `arping -P -U -c 2 -W 0.02 -S <ip> <ip>` sends, so switches and
 // neighbours learn the address's new MAC at once.
 #pragma once

@@ -287,7 +287,7 @@ ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan, const std::set<std:
         r.changes.push_back("created " + plan.bridge);
     }
 
-    // §5.2: base link MTU and up, then the bridge's.
+    // MTU: base link MTU and up, then the bridge's.
     if (base->mtu != plan.mtu) {
         nl.set_mtu(base->ifindex, plan.mtu);
         r.changes.push_back(fmt::format("{} MTU {} -> {}", plan.base, base->mtu, plan.mtu));
@@ -304,7 +304,7 @@ ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan, const std::set<std:
         nl.set_up(bridge->ifindex, true);
         r.changes.push_back(plan.bridge + " up");
     }
-    // §5.3/5.4 step 4: guests with old DHCP clients break on offloaded checksums.
+    // TX checksum offload off, as the reference does: guests with old DHCP clients break on offloaded checksums.
     if (tx_checksum(plan.bridge)) {
         set_tx_checksum(plan.bridge, false);
         r.changes.push_back(plan.bridge + " TX checksum off");

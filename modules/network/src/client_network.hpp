@@ -1,5 +1,5 @@
-// A client network as ZooKeeper describes it (network.md §4.1), validated,
-// and the links it needs on every node (§5.1–5.5): vxlan<vni> or vlan<vni>
+// A client network as ZooKeeper describes it (/networks/<vni>), validated,
+// and the links it needs on every node: vxlan<vni> or vlan<vni>
 // enslaved to vmbr<vni>. Links are reconciled: the kernel's state is compared
 // with the wanted one and only what differs is changed, so a daemon restart
 // over existing networks changes nothing.
@@ -35,7 +35,7 @@ struct ClientNetwork {
     std::string bridge() const { return "vmbr" + std::to_string(vni); }
 };
 
-// The gateway addresses the router-active node holds on vmbr<vni> (§6.2):
+// The gateway addresses the router-active node holds on vmbr<vni>:
 // "<gateway>/<prefix of its network>", IPv6 first, then IPv4.
 std::vector<std::string> gateway_addresses(const ClientNetwork& n);
 
@@ -69,7 +69,7 @@ bool subnets_overlap(const std::string& a, const std::string& b, int family);
 // changes, not per keepalive.
 std::vector<SubnetOverlap> find_overlaps(const std::map<std::string, NetworkSubnets>& networks);
 
-// The MTU a network gets (§5.2) and whether it must be written back.
+// The MTU a network gets and whether it must be written back.
 struct MtuDecision {
     unsigned mtu = 0;
     bool write_back = false;
@@ -104,7 +104,7 @@ struct LinkConflict : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 ReconcileResult reconcile(Netlink& nl, const LinkPlan& plan, const std::set<std::string>& host_devices = {});
-// Removes the network's links (§5.5); absent links are fine.
+// Removes the network's links (the network was deleted); absent links are fine.
 void remove_links(Netlink& nl, const std::string& base, const std::string& bridge);
 
 // The VNI of a link named like the ones this module makes for client

@@ -1,5 +1,5 @@
 // DHCP leases in ZooKeeper as the reference's dnsmasq lease script writes
-// them (network.md §4.3, §6.6): /networks/<vni>/dhcp4_leases/<mac> = "" with
+// them: /networks/<vni>/dhcp4_leases/<mac> = "" with
 // expiry, ipaddr, hostname, clientid. Used by the lease helper that dnsmasq
 // runs (`--dhcp-script`), one process per lease event.
 #pragma once
@@ -27,13 +27,15 @@ std::optional<std::string> bridge_vni(const std::string& interface);
 Lease lease_from_event(const std::vector<std::string>& args, const char* expires_env, const char* client_id_env);
 
 // One line of the `init` answer dnsmasq reads back: "<expiry> <mac> <ip>
-// <hostname> <clientid>", `*` for an empty hostname or client id (§6.6 [DEV]).
+// <hostname> <clientid>", `*` for an empty hostname or client id (a deliberate
+// deviation: the reference printed two adjacent spaces, which dnsmasq misreads).
 std::string init_line(const Lease& l);
 
 // All leases of a network (absent list: none).
 std::vector<Lease> read_leases(zk::Session& zk, const std::string& vni);
-// §6.6 [DEV]: the lease replaced whole in one transaction (an existing node
-// is deleted first). Returns the transaction's status.
+// The lease replaced whole in one transaction (an existing node is deleted
+// first; a deliberate deviation: the reference's `add` failed on an existing
+// lease and ignored `old`). Returns the transaction's status.
 zk::Status write_lease(zk::Session& zk, const std::string& vni, const Lease& l);
 // Recursive delete; absent is fine.
 void delete_lease(zk::Session& zk, const std::string& vni, const std::string& mac);

@@ -74,7 +74,8 @@ std::vector<std::string> dnsmasq_arguments(const DhcpNetwork& n, const DnsmasqPa
             a.push_back("--auth-server=" + *n.gw6);
             a.push_back("--dhcp-range=net:" + br + ",::2,::ffff:ffff:ffff:ffff,constructor:" + br + ",64,24h");
         }
-        // §6.4 [DEV]: DNS on the IPv4 gateway too (the guests are told to use it).
+        // DNS on the IPv4 gateway too (the guests are told to use it; a
+        // deliberate deviation: the reference served DNS only on the IPv6 one).
         if (n.gw4) listen_block(*n.gw4);
     } else if (n.gw4) {
         listen_block(*n.gw4);

@@ -1,4 +1,4 @@
-// The router's DHCP/DNS server of a managed network (network.md §6.3–6.6):
+// The router's DHCP/DNS server of a managed network:
 // one dnsmasq per network on the router-active node, started directly (no
 // shell, fixed environment), supervised as a child: restarted with backoff
 // when it dies while wanted, stopped with SIGTERM then SIGKILL, always reaped.
@@ -31,11 +31,12 @@ struct DnsmasqPaths {
     std::filesystem::path hosts_dir;             // --dhcp-hostsdir (<dyn>/dnsmasq/<vni>)
 };
 
-// §6.4 [DEV]: dnsmasq runs for every managed network with a gateway,
-// whatever its DHCP flags.
+// dnsmasq runs for every managed network with a gateway, whatever its DHCP
+// flags (a deliberate deviation: the reference's answer depended on the
+// order of flag changes).
 bool wants_dnsmasq(const DhcpNetwork& n);
-// The argument list of §6.3, in its order, after argv[0]; with the [DEV] of
-// §6.4: when IPv6 is on and an IPv4 gateway exists, the IPv4 listen/auth
+// The reference's argument list, in its order, after argv[0]; with one
+// deliberate deviation: when IPv6 is on and an IPv4 gateway exists, the IPv4 listen/auth
 // block is added too (DNS on both gateways). DHCPv4 arguments need the
 // range; without it DHCPv4 is left out (and `why_not` says so).
 std::vector<std::string> dnsmasq_arguments(const DhcpNetwork& n, const DnsmasqPaths& p, std::string* why_not = nullptr);
@@ -48,8 +49,10 @@ struct Reservation {
 // Why a reservation cannot be served ("" if it can): a MAC that is not six
 // lowercase hex pairs with colons, an address that is not IPv4.
 std::string reservation_problem(const Reservation& r);
-// §6.5 [DEV]: makes `dir` hold exactly one file `<mac>` = "<mac>,<ip>" per
-// reservation (no newline). Returns true when a file was removed or changed
+// Makes `dir` hold exactly one file `<mac>` = "<mac>,<ip>" per
+// reservation (no newline), on every node (a deliberate deviation: the
+// reference wrote them only on a change while router-active, so a new
+// primary served none). Returns true when a file was removed or changed
 // (dnsmasq must then be sent SIGHUP; new files it sees itself).
 bool sync_host_files(const std::filesystem::path& dir, const std::vector<Reservation>& reservations);
 

@@ -77,9 +77,9 @@ std::optional<uint32_t> chain_vni(const std::string& name) {
 
 std::string render_base(const std::filesystem::path& static_dir) {
     return fmt::format(
-        "# pvcnoded: the base of table inet filter (network.md §7.1); client networks\n"
+        "# pvcnoded: the base of table inet filter; client networks\n"
         "# are dispatched from pvc-input / pvc-forward, each in its own chains. The\n"
-        "# hook chains' policy is accept (§7.1), also over a table that had drop.\n"
+        "# hook chains' policy is accept, also over a table that had drop.\n"
         "add table {t}\n"
         "add chain {t} forward {{ type filter hook forward priority 0; policy accept; }}\n"
         "add chain {t} input {{ type filter hook input priority 0; policy accept; }}\n"
@@ -98,7 +98,7 @@ Fragment render_fragment(const FirewallNetwork& n) {
     const uint32_t v = n.vni;
     std::string in = chain(v, "in"), out = chain(v, "out"), input = chain(v, "input"), fwd = chain(v, "forward");
     std::string& t = f.text;
-    t += fmt::format("# pvcnoded: network {} (network.md §7.2), one transaction\n", v);
+    t += fmt::format("# pvcnoded: network {}, one transaction\n", v);
     for (const auto& c : network_chains(v)) t += fmt::format("add chain {} {}\n", table, c);
     for (const auto& c : network_chains(v)) t += fmt::format("flush chain {} {}\n", table, c);
     t += fmt::format("add rule {} {} counter\n", table, in);

@@ -1,4 +1,4 @@
-// The firewall of client networks (network.md §7), on every node, through
+// The firewall of client networks, on every node, through
 // libnftables in table `inet filter`.
 //
 // Layout (one transaction per network, so one network's change never
@@ -9,17 +9,17 @@
 //   pvc-input        per network: meta iifname "vmbr<vni>" jump vxlan<vni>-input
 //   pvc-forward      per network: jump vxlan<vni>-forward
 //                    (both in the reference's order: "<vni>.nft" file names
-//                    sorted as text, 100 before 20, §7.1; the first chain
+//                    sorted as text, 100 before 20; the first chain
 //                    to give a verdict wins for traffic between networks)
-//   vxlan<vni>-input    the §7.2 allow-list of what guests may send the host
-//   vxlan<vni>-forward  the §7.2 jumps by CIDR to vxlan<vni>-in / -out
-//   vxlan<vni>-in, -out the ACLs (§7.3), names and meaning as the reference's
+//   vxlan<vni>-input    the reference's allow-list of what guests may send the host
+//   vxlan<vni>-forward  the reference's jumps by CIDR to vxlan<vni>-in / -out
+//   vxlan<vni>-in, -out the ACLs, names and meaning as the reference's
 //
 // A network's own four chains are flushed and refilled in one transaction,
 // which the first time also rebuilds pvc-input / pvc-forward in that order
 // with it dispatched; the reference instead reloads
 // the whole ruleset (`flush ruleset`, every table of every tool) on every
-// change, and one bad ACL there blocks every network (§7.5).
+// change, and one bad ACL there blocks every network.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +42,9 @@ struct Acl {
     std::string order;        // as stored (decimal)
 };
 
-// §7.3 [DEV]: numerically by order, ties by description, unparseable orders
-// last; none dropped.
+// Numerically by order, ties by description, unparseable orders last; none
+// dropped (a deliberate deviation: the reference sorted orders as text, so 10
+// came before 2, and dropped ACLs with equal orders).
 std::vector<Acl> ordered(std::vector<Acl> acls, const std::string& direction);
 
 // Why a rule text cannot be one ACL ("" if it can): it must be one nft rule
@@ -70,13 +71,13 @@ struct Fragment {
 Fragment render_fragment(const FirewallNetwork& n);
 
 // VNIs in the reference's include order: their "<vni>.nft" file names
-// sorted as text (§7.1: 100 before 20).
+// sorted as text (100 before 20).
 std::vector<uint32_t> include_order(const std::set<uint32_t>& vnis);
 // pvc-input and pvc-forward flushed and refilled with the dispatch rules of
 // `vnis`, in include_order.
 std::string render_dispatch(const std::set<uint32_t>& vnis);
 
-// The base commands (§7.1, without `flush ruleset`: only our table).
+// The base commands (without the reference's `flush ruleset`: only our table).
 std::string render_base(const std::filesystem::path& static_dir);
 
 // The chain names of a network, and the VNI of one of ours.

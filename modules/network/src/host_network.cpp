@@ -48,7 +48,7 @@ HostPlan plan_host(const Config& cfg, ConfigProblems& problems) {
                      fmt::format("'{}' is not a network interface name", *cfg.bridge_dev));
     plan.gateway = cfg.upstream.gateway;
 
-    // §3.4, in the reference's order; keys this kernel lacks are skipped quietly.
+    // The reference's sysctls, in its order; keys this kernel lacks are skipped quietly.
     for (const char* k : {"net/ipv4/ip_forward", "net/ipv6/ip_forward", "net/ipv4/conf/all/send_redirects",
                           "net/ipv4/conf/default/send_redirects", "net/ipv6/conf/all/send_redirects",
                           "net/ipv6/conf/default/send_redirects", "net/ipv4/conf/all/accept_source_route",

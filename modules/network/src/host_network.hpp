@@ -1,4 +1,4 @@
-// Host (core) networking, network.md §3: one bridge per distinct device of
+// Host (core) networking: one bridge per distinct device of
 // the cluster, storage and upstream roles (named after the highest-precedence
 // role using it: brcluster > brstorage > brupstream), the node's addresses on
 // them, the default route and the sysctls. Reconciled, so a restart over a

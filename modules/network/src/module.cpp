@@ -1,4 +1,4 @@
-// The network module's export (DESIGN.md, "Module ABI").
+// The network module's export (docs/sdk-guide.md, the ABI rules).
 #include "network.hpp"
 
 PVC_MODULE(pvc::network::NetworkModule,

@@ -38,7 +38,7 @@ struct LinkState {
     uint16_t port = 0;      // vxlan UDP destination port (host order)
 };
 
-// Owned libnl objects (RAII, DESIGN.md).
+// Owned libnl objects (RAII).
 struct SocketDeleter { void operator()(nl_sock*) const; };
 struct LinkDeleter { void operator()(rtnl_link*) const; };
 using LinkPtr = std::unique_ptr<rtnl_link, LinkDeleter>;
@@ -91,7 +91,7 @@ void set_tx_checksum(const std::string& name, bool on);
 
 // A /proc/sys/net key, `key` relative to /proc/sys (interface names stay one
 // path component, so "bond0.100" works). Returns false if the key does not
-// exist (a debug-level no-op, network.md §3.4); throws on other failures.
+// exist (a debug-level no-op); throws on other failures.
 std::optional<std::string> read_sysctl(const std::string& key);
 bool write_sysctl(const std::string& key, const std::string& value);
 

@@ -19,7 +19,7 @@
 namespace pvc::network {
 
 namespace {
-// VXLAN over IPv4: outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14 (§5.2).
+// VXLAN over IPv4: outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14.
 constexpr unsigned vxlan_overhead = 50;
 
 // The lease helper is installed beside the module (.so) that holds this.
@@ -56,7 +56,7 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
     bridge_device_ = cfg.bridge_dev;
     if (cfg.cluster.mtu) cluster_mtu_ = static_cast<unsigned>(*cfg.cluster.mtu);
     if (cfg.bridge_mtu) bridge_mtu_ = static_cast<unsigned>(*cfg.bridge_mtu);
-    // §8.1: the address of each role's floating_ip with the prefix of the
+    // Floating addresses: each role's floating_ip with the prefix of the
     // node's own address in the role, on the role's bridge (upstream, then
     // cluster, then storage), then the metadata address on lo.
     floating_.clear();
@@ -69,7 +69,7 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
         const std::string& f = *role.r.floating_ip;
         const std::string& own = *role.r.dev_ip;
         std::string cidr = f.substr(0, f.find('/')) + own.substr(own.find('/'));
-        // The hand-over phase that moves it (node-lifecycle.md §7.4): C upstream, D cluster and storage.
+        // The hand-over phase that moves it: C upstream, D cluster and storage.
         Floating a{host_.role_bridge.at(role.name), cidr,
                    std::string_view(role.name) == "upstream" ? TransitionPhase::C : TransitionPhase::D};
         if (std::none_of(floating_.begin(), floating_.end(),
@@ -93,7 +93,7 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
 void NetworkModule::prepare_host(const Config& cfg, const Logger& log) {
     if (!cfg.enable_networking) return;
     Netlink nl;
-    // §9.2: the PFs' VFs before the host interfaces (a PF may be one of them).
+    // SR-IOV: the PFs' VFs before the host interfaces (a PF may be one of them).
     if (sriov_) {
         SriovSysfs sys;
         if (!sys.allow_unsafe_interrupts())
@@ -119,7 +119,7 @@ void NetworkModule::prepare_host(const Config& cfg, const Logger& log) {
     auto changes = apply_host(nl, host_, log);
     if (changes.empty()) log.info("Host networking already in place: nothing changed");
     else log.ok("Host networking: {}", join(changes));
-    // §1.3: the bridged networks' maximum defaults to the bridge device's
+    // bridge_mtu: the bridged networks' maximum defaults to the bridge device's
     // MTU as it is at start-up.
     if (!bridge_mtu_ && bridge_device_) {
         if (auto l = nl.link(*bridge_device_)) bridge_mtu_ = l->mtu;
@@ -166,7 +166,7 @@ void NetworkModule::start(NodeContext& ctx) {
         }
     });
     on_worker("firewall base", [this] {
-        // §7.1: our table, its hook chains and dispatchers, the operator's
+        // The firewall's base: our table, its hook chains and dispatchers, the operator's
         // static files. Without it no network gets rules (each says so).
         try {
             auto fw = std::make_unique<Firewall>(dynamic_dir_ / "nft");
@@ -254,17 +254,17 @@ void NetworkModule::run_scheduled(const std::string& vni) {
 
 void NetworkModule::watch_network(const std::string& vni, Entry& e) {
     // Each watch fires at once with the current value: the first pass
-    // creates the links. Any key of the network redoes the network (§5.8).
+    // creates the links. Any key of the network redoes the network.
     auto links = [this, vni](const std::optional<std::string>&, const zk::Stat&) { schedule(vni, work_links); };
     for (const char* key : {"network.mtu", "network.type", "network.ip4.network", "network.ip4.gateway",
                             "network.ip6.network", "network.ip6.gateway", "network.ip4.dhcp", "network.ip4.dhcp_start",
                             "network.ip4.dhcp_end", "network.ip6.dhcp", "network.domain"})
         e.watches.push_back(zk_->watch_data(schema::path(key, {vni}), links));
-    // §7.4: the ACL lists.
+    // The ACL lists (the firewall).
     auto acls = [this, vni](const std::optional<std::vector<std::string>>&) { schedule(vni, work_firewall); };
     for (const char* key : {"network.rule.in", "network.rule.out"})
         e.watches.push_back(zk_->watch_children(schema::path(key, {vni}), acls));
-    // §6.5: the reservations.
+    // The DHCP reservations.
     e.watches.push_back(zk_->watch_children(schema::path("network.reservation", {vni}),
                                             [this, vni](const std::optional<std::vector<std::string>>&) {
         schedule(vni, work_dhcp);
@@ -431,7 +431,7 @@ void NetworkModule::hold(const std::string& link, const std::string& cidr, bool 
             nl_->add_address(l->ifindex, cidr);
             log_.ok("Address {} added to {}", cidr, link);
             if (cidr.find(':') == std::string::npos && link != "lo") {
-                // Two replies 20 ms apart (§6.2): the second from a timer, so
+                // Two replies 20 ms apart, as the reference's arping: the second from a timer, so
                 // a takeover of many networks does not wait 20 ms for each.
                 std::string ip = cidr.substr(0, cidr.find('/'));
                 try {
@@ -461,7 +461,7 @@ void NetworkModule::hold(const std::string& link, const std::string& cidr, bool 
 }
 
 void NetworkModule::apply_router(TransitionPhase phase) {
-    // One phase of §8.2 / §8.3 (node-lifecycle.md §7.3): C-E the floating
+    // One phase of a takeover / relinquish (docs/wire-contract.md): C-E the floating
     // addresses, F the gateways; B (relinquish) and G (takeover) dnsmasq, which
     // goes first when giving the role up and last when taking it (it binds the
     // gateways).
@@ -495,9 +495,10 @@ void NetworkModule::transition(Transition t, TransitionPhase phase, std::functio
 }
 
 void NetworkModule::contribute(KeepaliveReport& report) {
-    // §8.3 [DEV]: the first keepalive that finds this node no router
-    // removes floating addresses a crash left (a takeover queued before it
-    // makes it a no-op: the worker runs them in order).
+    // The first keepalive that finds this node no router removes floating
+    // addresses a crash left (a deliberate deviation: the reference leaves
+    // them until a reboot; a takeover queued before it makes it a no-op: the
+    // worker runs them in order).
     if (worker_ && report.router_state != "primary" && report.router_state != "takeover" &&
         !floating_checked_.exchange(true))
         on_worker("floating address leftovers", [this] {
@@ -538,7 +539,7 @@ void NetworkModule::contribute(KeepaliveReport& report) {
         for (const auto& [vni, what] : overlapping_)
             report.health_item("overlap " + vni, health_delta_per_problem, fmt::format("Network {}: {}", vni, what));
     }
-    // §8.1: written while the stored value differs (as the watch last saw
+    // /config/upstream_ip: written while the stored value differs (as the watch last saw
     // it), so a failed keepalive commit or another writer's value is put
     // right at a later keepalive.
     if (report.router_state != "primary" || !upstream_floating_) return;
@@ -596,7 +597,7 @@ void NetworkModule::reconcile(const std::string& vni) {
         apply_firewall(vni, e, n);
         apply_dhcp(vni, e, n, keys);
         // Written after the links: the watch fires again, finds the value
-        // equal and changes nothing (§5.2). Only over the value just read:
+        // equal and changes nothing. Only over the value just read:
         // never re-create the key of a network being deleted, never
         // overwrite a client's newer value.
         if (mtu.write_back) {
@@ -652,7 +653,7 @@ void NetworkModule::refresh_firewall(const std::string& vni) {
 }
 
 void NetworkModule::apply_firewall(const std::string& vni, Entry& e, const ClientNetwork& n) {
-    if (n.type != NetType::managed || !firewall_) return;  // bridged networks have none (§7.2)
+    if (n.type != NetType::managed || !firewall_) return;  // bridged networks have none
     FirewallNetwork fw{n.vni, n.ip4_network, n.ip4_gateway, n.ip6_network, n.ip6_gateway, {}};
     std::set<std::string> seen;
     for (const char* dir : {"in", "out"}) {
@@ -885,7 +886,7 @@ void NetworkModule::start_sriov() {
             Vf& vf = vfs_[name];
             vf.pf = *pf;
             vf.index = static_cast<uint32_t>(std::stoul(name.substr(pf->size() + 1)));
-            // §9.4: the VF netdev's MTU (no up; absent when bound to vfio).
+            // The VF netdev's MTU (no up; absent when bound to vfio).
             if (auto mtu = zk_->get(schema::path("sriov_vf.mtu", {node_, name}))) {
                 try {
                     if (!vf_control_->set_mtu(name, static_cast<unsigned>(std::stoul(*mtu))))

@@ -1,4 +1,4 @@
-// The network module (network.md): host networking before ZooKeeper is
+// The network module (modules/network/README.md): host networking before ZooKeeper is
 // reached, then the links of every client network under /networks on this
 // node, kept in step with ZooKeeper. Loaded when
 // pvc.functions.enable_networking is on.
@@ -34,10 +34,10 @@ public:
     void prepare_host(const Config& cfg, const Logger& log) override;
     void start(NodeContext& ctx) override;
     void stop() override;
-    // Router role (§6.2, §8): floating and gateway addresses follow the
+    // Router role: floating and gateway addresses follow the
     // takeover/relinquish; `done` once the kernel holds (or dropped) them.
     void transition(Transition t, TransitionPhase phase, std::function<void()> done) override;
-    // On the primary: /config/upstream_ip (§8.1).
+    // On the primary: /config/upstream_ip.
     void contribute(KeepaliveReport& report) override;
 
     // What each refused network and each refused firewall costs the node's
@@ -80,7 +80,7 @@ private:
     void check_firewall();
     void restore_firewall();
     static constexpr unsigned firewall_check_keepalives = 3;
-    // §6.3–6.5: the network's reservation files (every node), and its dnsmasq
+    // DHCP: the network's reservation files (every node), and its dnsmasq
     // held exactly while router-active (restarted when its arguments change).
     void apply_dhcp(const std::string& vni, Entry& e, const ClientNetwork& n, const NetworkKeys& keys);
     void refresh_dhcp(const std::string& vni);
@@ -88,16 +88,16 @@ private:
     void hold_dnsmasq(const std::string& vni, Entry& e);
     // Reaps and restarts (with backoff) dnsmasq instances that died.
     void supervise_dnsmasq();
-    // §9.3, §9.4: registration, then each VF's configuration as ZooKeeper says.
+    // SR-IOV: registration, then each VF's configuration as ZooKeeper says.
     void start_sriov();
     void apply_vf(const std::string& vf);
     // Everything below runs on the worker (one thread: serialised).
     void sync(const std::vector<std::string>& children);
     // Once, on the first /networks read: links of networks deleted while
-    // the daemon was down (§5.5 had no chance to run for them).
+    // the daemon was down (their removal had no chance to run).
     void remove_orphans(const std::vector<std::string>& children);
     // The host's configured devices and their bridges: never a client
-    // network's link, never removed (§3.1).
+    // network's link, never removed.
     std::set<std::string> host_devices() const;
     void reconcile(const std::string& vni);
     void remove(const std::string& vni, Entry& e);

@@ -1,4 +1,4 @@
-// libnftables (network.md §7.6): one nft_ctx, owned, in the network
+// libnftables: one nft_ctx, owned, in the network
 // namespace of the calling thread. A command buffer is one kernel
 // transaction: it applies whole or not at all. Used by one thread at a time
 // (the module's worker).

@@ -186,7 +186,7 @@ public:
             rtnl_link_vf_set_vlans(vf, vlans);
             rtnl_link_vf_vlan_put(vlans);
         }
-        // The kernel sets both rates at once: both always sent (§9.4).
+        // The kernel sets both rates at once: both always sent.
         nl_vf_rate rate{RTNL_LINK_VF_RATE_API_NEW, 0, c.tx_rate_max, c.tx_rate_min};
         rtnl_link_vf_set_rate(vf, &rate);
         rtnl_link_vf_set_spoofchk(vf, c.spoof_check);

@@ -1,4 +1,4 @@
-// SR-IOV (network.md §9): the PFs' VF count through sysfs before host
+// SR-IOV: the PFs' VF count through sysfs before host
 // networking, PF/VF registration under /nodes/<node>/sriov after the
 // ZooKeeper connection, and each VF's configuration applied from ZooKeeper.
 //
@@ -48,7 +48,7 @@ private:
 };
 
 // One VF as the PF reports it (RTM_GETLINK, IFLA_VFINFO_LIST). Fields a
-// driver does not report keep their defaults (§9.3 [Q]: never a crash).
+// driver does not report keep their defaults (the reference crashed on them).
 struct VfInfo {
     uint32_t index = 0;
     std::string mac = "00:00:00:00:00:00";
@@ -58,7 +58,7 @@ struct VfInfo {
     std::string link_state = "auto";          // auto | enable | disable
 };
 
-// A VF's configuration as ZooKeeper holds it (§9.4), with the defaults for
+// A VF's configuration as ZooKeeper holds it, with the defaults for
 // missing keys and C++'s lenient booleans.
 struct VfConfig {
     uint32_t vlan_id = 0, vlan_qos = 0;
@@ -84,10 +84,10 @@ public:
 // The kernel's, through libnl-3 (rtnl_link_vf_*), in the caller's namespace.
 std::unique_ptr<VfControl> netlink_vf_control();
 
-// §9.2 step 2: each PF's VF count written; what happened, one line each.
+// Before host networking: each PF's VF count written; what happened, one line each.
 std::vector<std::string> prepare_pfs(const SriovSysfs& sys, const std::vector<SriovDevice>& devices);
 
-// §9.3 and its cleanup. Returns the VF names registered now or before,
+// PF/VF registration under /nodes/<node>/sriov and its cleanup. Returns the VF names registered now or before,
 // with the lines for the log.
 struct SriovRegistration {
     std::vector<std::string> vfs;           // every VF of a configured PF found (registered now or before)
@@ -96,7 +96,7 @@ struct SriovRegistration {
 SriovRegistration register_sriov(zk::Session& zk, const std::string& node, const std::vector<SriovDevice>& devices,
                                  const SriovSysfs& sys, VfControl& control);
 
-// §9.4: a VF's configuration as ZooKeeper holds it.
+// A VF's configuration as ZooKeeper holds it.
 VfConfig read_vf_config(zk::Session& zk, const std::string& node, const std::string& vf,
                         std::vector<std::string>& warnings);
 // Reads it and, when it differs from `applied` (what was sent last), sends

@@ -1,5 +1,5 @@
 // A network's keys as ZooKeeper holds them → a validated network or the reason
-// it is refused (network.md §4.1, §5.2; issue item 7: bad input).
+// it is refused (issue item 7: bad input).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
-// dnsmasq's arguments (network.md §6.3, §6.4 [DEV]), reservation files
-// (§6.5 [DEV]), the lease encoding (§6.6) and the supervised process: unit
+// dnsmasq's arguments (with DNS on the IPv4 gateway too, a deliberate
+// deviation), reservation files (on every node, another), the lease
+// encoding of the lease helper and the supervised process: unit
 // tests (the process test runs a stand-in program, not dnsmasq).
 #include <gtest/gtest.h>
 
@@ -57,7 +58,7 @@ TEST(DnsmasqArguments, DualStackServesDnsOnBothGatewaysAndIsStatelessWithDhcp4) 
     EXPECT_LT(at("--listen-address=2001:db8:100::1"), at("--enable-ra"));
     EXPECT_LT(at("--enable-ra"), at("--dhcp-range=net:vmbr100,::,constructor:vmbr100,ra-stateless,ra-names"));
     at("--dhcp-option=option6:dns-server,[2001:db8:100::1]");
-    // [DEV] the IPv4 block too, then DHCPv4.
+    // The IPv4 block too (a deliberate deviation from the reference), then DHCPv4.
     EXPECT_LT(at("--dhcp-range=net:vmbr100,::,constructor:vmbr100,ra-stateless,ra-names"),
               at("--listen-address=10.100.0.1"));
     EXPECT_LT(at("--listen-address=10.100.0.1"), at("--dhcp-range=10.100.0.100,10.100.0.199,48h"));

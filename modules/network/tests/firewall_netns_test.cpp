@@ -1,5 +1,5 @@
 // The firewall against the real kernel through libnftables, in a network
-// namespace of this test (network.md §7; issue item 4): base, one network's
+// namespace of this test (issue item 4): base, one network's
 // transaction leaving the others' chains alone (same rule handles), a bad ACL
 // refused on its network only, removal, a restart over existing rules.
 #include <gtest/gtest.h>
@@ -155,7 +155,7 @@ TEST_F(FirewallInNetns, ARestartKeepsNetworksRulesUntilReappliedAndAddsNoSecondD
     EXPECT_EQ(handles()["pvc-forward"].size(), 1u);
 }
 
-// §7.1: both hook chains have the default policy accept. The table may exist
+// Both hook chains have the default policy accept. The table may exist
 // before the daemon (Debian's `inet filter`) with a drop policy: its rules
 // are flushed, so a kept drop policy would cut the node off (ZooKeeper, SSH,
 // Ceph). An operator's static drop-in may still set drop on purpose.
@@ -178,7 +178,7 @@ TEST_F(FirewallInNetns, TheBaseChainsPolicyIsAcceptOverATableThatHadDrop) {
     EXPECT_NE(chain("forward").find("policy accept;"), std::string::npos);
 }
 
-// §7.1: the reference includes networks/<vni>.nft in lexical file-name
+// The reference includes networks/<vni>.nft in lexical file-name
 // order (100.nft before 20.nft), and for traffic between two networks the
 // first chain with a verdict wins: the dispatch chains follow that order,
 // not the order the networks were created in (which differs between nodes

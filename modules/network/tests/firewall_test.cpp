@@ -1,4 +1,5 @@
-// Firewall rendering and validation (network.md §7.2, §7.3 [DEV], §7.5):
+// Firewall rendering and validation (per-network chains, numeric ACL order,
+// a bad ACL refused on its network only):
 // unit tests on the text, no kernel.
 #include <gtest/gtest.h>
 
@@ -66,7 +67,7 @@ TEST(FirewallFragment, ManagedNetworkChainsAllowListJumpsAndAclsInOrder) {
         return p;
     };
     at("add rule inet filter vxlan1000-input udp dport 67 counter accept\n");
-    // IPv6 jumps first, then IPv4 (§7.2).
+    // IPv6 jumps first, then IPv4, as the reference's fragment.
     EXPECT_LT(at("add rule inet filter vxlan1000-forward ip6 daddr 2001:db8:100::/64 counter jump vxlan1000-in\n"),
               at("add rule inet filter vxlan1000-forward ip daddr 10.200.0.0/24 counter jump vxlan1000-in\n"));
     at("add rule inet filter vxlan1000-forward ip saddr 10.200.0.0/24 counter jump vxlan1000-out\n");
@@ -98,7 +99,7 @@ TEST(FirewallFragment, AnAclThatIsNotOneRuleIsRefusedBeforeNft) {
     EXPECT_NE(f.refused_why.find("';'"), std::string::npos) << f.refused_why;
 }
 
-// §7.1: the reference includes networks/<vni>.nft in lexical file-name
+// The reference includes networks/<vni>.nft in lexical file-name
 // order, so its forward chain has 100's jumps before 20's; the dispatch
 // chains follow that order, whatever order the networks came in.
 TEST(FirewallDispatch, NetworksAreDispatchedInTheReferencesFileNameOrder) {

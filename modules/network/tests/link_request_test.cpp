@@ -1,5 +1,5 @@
 // The RTM_NEWLINK requests the module sends for client-network base links,
-// decoded attribute by attribute (network.md §5.3, §5.4, §13). The vlan one is
+// decoded attribute by attribute (as the reference's `ip link add` would). The vlan one is
 // what a bridged network sends; this is how it is tested on kernels without
 // 802.1Q support, where the kernel refuses it.
 #include <arpa/inet.h>

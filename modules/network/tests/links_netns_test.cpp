@@ -1,5 +1,5 @@
 // Host networking and client-network links against the real kernel, in a
-// network namespace of this test (network.md §3, §5; issue items 1, 2).
+// network namespace of this test (issue items 1, 2).
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <net/if.h>
@@ -253,8 +253,8 @@ TEST_F(LinksInNetns, OrphanLinksOfDeletedNetworksAreRemovedAndNothingElse) {
 
 // A client network never takes a host's link: one named like its base link
 // or bridge that is a configured host device, or of another kind, or a port
-// of another bridge, refuses the network before anything changes (§3.1:
-// ifupdown names a VLAN device vlan<id>, so a core device may be vlan1000).
+// of another bridge, refuses the network before anything changes
+// (ifupdown names a VLAN device vlan<id>, so a core device may be vlan1000).
 TEST_F(LinksInNetns, HostLinksNamedLikeANetworksAreRefusedNotTakenOrDeleted) {
     ns_->must_exec({"ip", "link", "add", "brupstream", "type", "bridge"});
     ns_->must_exec({"ip", "link", "add", "vlan1000", "mtu", "1400", "type", "veth", "peer", "name", "v1000p"});
@@ -314,7 +314,7 @@ TEST_F(LinksInNetns, BridgedNetworkCreatesAVlanOrReportsTheKernelCannot) {
     }
 }
 
-// §6.2: what `arping -P -U -c 2 -W 0.02 -S ip ip` sends, captured on the
+// What `arping -P -U -c 2 -W 0.02 -S ip ip` sends, captured on the
 // other end of the link.
 TEST_F(LinksInNetns, GratuitousArpIsTwoBroadcastRepliesFromTheInterfaceForTheAddress) {
     ns_->must_exec({"ip", "link", "set", "eth0", "up"});

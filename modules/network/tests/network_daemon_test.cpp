@@ -4,7 +4,7 @@
 // Debian's /usr/bin/python3) writes the networks; the kernel state of both
 // nodes is what is checked.
 //
-// EVPN (FRR) is outside the daemon (network.md §5.6); the test emulates it
+// EVPN (FRR) is outside the daemon; the test emulates it
 // with the all-zero FDB entry towards the peer on each vxlan<vni>.
 #include <gtest/gtest.h>
 
@@ -530,7 +530,7 @@ TEST_F(NetworkDaemon, BridgedNetworkOnAKernelWithoutVlanIsReportedNotSkipped) {
     }
 }
 
-// §7: an ACL written by a client is in the kernel of every node within
+// Firewall: an ACL written by a client is in the kernel of every node within
 // 1 s; on the primary (the router) it decides routed traffic. A guest on
 // hv2's vmbr1000 reaches the upstream address of the primary's brcluster
 // only through the primary's forwarding (the guest's default route is the
@@ -575,8 +575,9 @@ TEST_F(NetworkDaemon, AclWrittenByAClientDropsAndThenAcceptsRoutedTrafficWithinA
               << " ms (client script and polling included)\n";
 }
 
-// §7.5 [DEV]: an ACL nft refuses is reported on its network; that network
-// keeps its rules, and another network's ACL change still applies.
+// An ACL nft refuses is reported on its network; that network keeps its
+// rules, and another network's ACL change still applies (a deliberate
+// deviation: in the reference one bad ACL blocks every network's rules).
 TEST_F(NetworkDaemon, MalformedAclOnOneNetworkLeavesTheOtherNetworksTrafficAndChangesAlone) {
     ASSERT_GT(ifindex(*ns1_, "vmbr1003"), 0) << "needs network 1003";
     std::string primary = session_->get("/config/primary_node").value_or("");
@@ -667,7 +668,7 @@ TEST_F(NetworkDaemon, FirewallRulesFlushedFromOutsideComeBackOnAChangeAndWithout
     }));
 }
 
-// §6.3–6.6: the primary runs dnsmasq for a managed network; a guest on it
+// DHCP: the primary runs dnsmasq for a managed network; a guest on it
 // gets its reserved address, another one from the pool, and the leases are
 // in ZooKeeper as the reference client reads them.
 TEST_F(NetworkDaemon, DhcpOnThePrimaryGivesReservedAndPoolAddressesAndRecordsTheLeases) {
@@ -680,7 +681,7 @@ TEST_F(NetworkDaemon, DhcpOnThePrimaryGivesReservedAndPoolAddressesAndRecordsThe
     ASSERT_TRUE(eventually([&] { return dnsmasq_pids(router, "1010").size() == 1; }, std::chrono::seconds(15)))
         << node1_->log() << node2_->log();
     EXPECT_TRUE(dnsmasq_pids(other, "1010").empty());
-    // The reservation file, on every node (§6.5 [DEV]).
+    // The reservation file, on every node (a deliberate deviation from the reference).
     for (const Node* n : {node1_, node2_})
         EXPECT_EQ(pvc::test::slurp(dir_->path() / n->name() / "run" / "dnsmasq" / "1010" / "52:54:00:10:10:05"),
                   "52:54:00:10:10:05,10.210.0.5");
@@ -752,8 +753,8 @@ TEST_F(NetworkDaemon, DnsmasqThatDiesIsRestarted) {
     EXPECT_TRUE(running(*node, std::chrono::seconds(1)));
 }
 
-// The router role (§6.2, §8): the primary holds the floating addresses (on
-// the role's bridge, §8.1 [DEV]) and every managed network's gateway; a
+// The router role: the primary holds the floating addresses (on the role's
+// bridge, a deliberate deviation from the reference) and every managed network's gateway; a
 // `pvc node primary` (a client's write of /config/primary_node) moves them.
 TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     ASSERT_GT(ifindex(*ns1_, "vmbr1000"), 0) << "needs network 1000";
@@ -783,7 +784,7 @@ TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     EXPECT_TRUE(eventually([&] { return holds_all(old_ns, true); })) << node1_->log() << node2_->log();
     EXPECT_TRUE(holds_all(new_ns, false));
     EXPECT_TRUE(eventually([] { return session_->get("/config/upstream_ip").value_or("") == "10.231.2.250/24"; }));
-    // §8.1: rewritten by a later keepalive whenever the stored value differs
+    // Rewritten by a later keepalive whenever the stored value differs
     // (another writer here; a failed keepalive commit alike).
     ASSERT_TRUE(session_->write("/config/upstream_ip", "10.231.2.99/24"));
     EXPECT_TRUE(eventually([] { return session_->get("/config/upstream_ip").value_or("") == "10.231.2.250/24"; },
@@ -797,8 +798,8 @@ TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     // `pvc node primary <next>`. The old primary's keepalive repairs
     // /config/primary_node to its own name until it relinquishes, 0.5 s
-    // after seeing the request (node-lifecycle.md §5.2 step 4, §7.5, the
-    // reference's race): a request it undid is repeated, as an admin would.
+    // after seeing the request (the reference's race between its keepalive's
+    // repair and the hand-over): a request it undid is repeated, as an admin would.
     auto moved = std::chrono::steady_clock::now();
     int requests = 0;
     for (; requests < 10; ++requests) {
@@ -832,7 +833,7 @@ TEST_F(NetworkDaemon, PrimaryMoveMovesFloatingAndGatewayAddresses) {
     // The bound: a guest keeps reaching its gateway within 2 s.
     EXPECT_LE(gap, 2.0);
 
-    // dnsmasq moved with the role (§8.2 phase G, §8.3 phase B): a guest on
+    // dnsmasq moved with the role (takeover phase G, relinquish phase B): a guest on
     // the new primary's vmbr1010 gets a lease from it, recorded in ZooKeeper.
     if (ifindex(new_ns, "vmbr1010") > 0) {
         EXPECT_TRUE(eventually([&] { return dnsmasq_pids(new_ns, "1010").size() == 1 && dnsmasq_pids(old_ns, "1010").empty(); },
@@ -951,7 +952,7 @@ TEST_F(NetworkDaemon, NetworkDeletedWhileTheDaemonWasDownIsCleanedUpAtStart) {
     ns2_->must_exec({"ip", "link", "add", "vxlan10", "type", "vxlan", "id", "10", "dstport", "8472", "dev", "eth0"});
     int admin = ifindex(*ns2_, "vmbr100"), other_vx = ifindex(*ns2_, "vxlan10");
     client(delete_network_py, {zk_->hosts(), "1005"});
-    // Node 1 was up: it removed them at once (§5.5); node 2 still has them.
+    // Node 1 was up: it removed them at once; node 2 still has them.
     EXPECT_TRUE(eventually([] { return ifindex(*ns1_, "vmbr1005") < 0; }));
     ASSERT_GT(ifindex(*ns2_, "vmbr1005"), 0);
     node2_->start();

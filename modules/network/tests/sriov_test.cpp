@@ -1,4 +1,4 @@
-// SR-IOV (network.md §9) without hardware: a fake sysfs tree (a temporary
+// SR-IOV without hardware: a fake sysfs tree (a temporary
 // directory shaped like /sys/class/net/<pf>/device/sriov_numvfs and
 // /sys/class/net/<vf>/device/uevent), a fake VF control that records what
 // would be sent to the kernel, and a real ZooKeeper for the registration.
