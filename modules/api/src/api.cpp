@@ -103,7 +103,7 @@ void ApiModule::stop_serving() {
     log_.ok("API: stopped listening");
 }
 
-// node-lifecycle.md §7.4: the API starts with the primary's services (phase
+// What moves with the primary: the API starts with the primary's services (phase
 // G of a takeover, after the floating addresses it may listen on) and stops
 // with them (phase B of a relinquish, before the addresses go).
 void ApiModule::transition(Transition t, TransitionPhase phase, std::function<void()> done) {

@@ -1,4 +1,4 @@
-// The API module (api.md): PVC's HTTP API and Prometheus metrics served by
+// The API module (modules/api/README.md): PVC's HTTP API and Prometheus metrics served by
 // pvcnoded on the primary coordinator. On a coordinator it keeps the cluster
 // view (cluster_view.hpp) current from start, so a node that becomes primary
 // answers at once; the listener follows the primary role through the

@@ -1,5 +1,5 @@
 // One plain-HTTP GET with a deadline, for the metrics routes that relay
-// another exporter (api.md §4: the active Ceph MGR's, the ZooKeeper
+// another exporter (the active Ceph MGR's, the ZooKeeper
 // exporter of the primary). Blocking: called on the API's worker threads.
 #pragma once
 

@@ -218,7 +218,7 @@ std::vector<VmFamily> make_vm_families() {
             sample_to(o, name, {{"vm", n}}, raw(jnum(v["memory_stats"], k)));
         }});
     }
-    // Declared without _stats, sampled with it (Q22).
+    // Declared without _stats, sampled with it (the reference's names, kept).
     for (const char* k : {"swap_in", "swap_out", "major_fault", "minor_fault", "hugetlb_pgalloc", "hugetlb_pgfail"}) {
         std::string declared = std::string("pvc_vm_memory_") + k, name = std::string("pvc_vm_memory_stats_") + k;
         f.push_back({declared, "PVC VM memory statistic", [name, k](std::string& o, const Json& v, const std::string& n) {
@@ -510,7 +510,7 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
         }
         pool_stats.push_back(std::move(s));
     }
-    // The metric's name and the stats key it shows (api.md §4.2, in its order).
+    // The metric's name and the stats key it shows (in the reference's order).
     const std::pair<const char*, const char*> pool_figures[] = {
         {"stored_bytes", "stored_bytes"},
         {"free_bytes", "free_bytes"},

@@ -1,6 +1,7 @@
-// Prometheus text exposition (api.md §4), built from the cluster view: a
+// Prometheus text exposition, built from the cluster view: a
 // scrape never walks ZooKeeper. Every metric is a gauge with # HELP and
-// # TYPE lines; the reference's names are kept (Q22), its crashes guarded
+// # TYPE lines; the reference's names are kept (even where HELP and sample
+// names differ), its crashes guarded
 // (a division by zero gives 0), and label values escaped so every line
 // parses. The daemon's own figures come under pvcnoded_* (/metrics/daemon).
 #pragma once

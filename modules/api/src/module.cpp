@@ -1,4 +1,4 @@
-// The API module's export (DESIGN.md, "Module ABI").
+// The API module's export (docs/sdk-guide.md, the ABI rules).
 #include "api.hpp"
 
 PVC_MODULE(pvc::api::ApiModule,

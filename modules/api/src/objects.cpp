@@ -186,7 +186,7 @@ std::optional<Json> vm_object(const Reader& r, const std::string& u) {
     xmlNodePtr root = xmlDocGetRootElement(doc.doc);
     if (!is(root, "domain")) return std::nullopt;
     auto autostart = zk::lenient_bool(r.value(path("domain.meta.autostart", {u})));
-    if (!autostart) return std::nullopt;  // the reference cannot read such a VM (Q17)
+    if (!autostart) return std::nullopt;  // the reference cannot read such a VM either: left out of lists
 
     Json stats = parse_json_or(r.value(path("domain.stats", {u})), Json::object());
     if (!stats.is_object()) stats = Json::object();

@@ -1,4 +1,4 @@
-// The API's JSON objects (api.md §3), built from the cluster view, keys in
+// The API's JSON objects, built from the cluster view, keys in
 // the reference's order (nlohmann::ordered_json).
 #pragma once
 
@@ -29,7 +29,7 @@ Json node_object(const Reader& r, const std::string& name);
 std::optional<long long> to_int(const std::string& s);
 double to_float(const std::string& s);
 
-// A VM object; nullopt when it cannot be built (api.md Q17: omitted from lists).
+// A VM object; nullopt when it cannot be built (omitted from lists, as the reference does).
 std::optional<Json> vm_object(const Reader& r, const std::string& uuid);
 
 // VM objects serialized, cached per VM and rebuilt only when something under
@@ -38,7 +38,7 @@ class VmCache {
 public:
     // The serialized object (null when it cannot be built).
     std::shared_ptr<const std::string> get(const Reader& r, const std::string& uuid);
-    // True when the VM's object can be built (api.md Q17).
+    // True when the VM's object can be built (lists leave the others out).
     bool readable(const Reader& r, const std::string& uuid);
     // The VM's Prometheus sample lines, one string per metric family, built
     // with the object (null when it cannot be built). Only the serialized
@@ -75,7 +75,7 @@ Json acl_object(const Reader& r, const std::string& vni, const std::string& dire
 Json osd_object(const Reader& r, const std::string& id);
 Json pool_object(const Reader& r, const std::string& name);
 Json volume_object(const Reader& r, const std::string& pool, const std::string& volume);
-// "10G", "1024M", "0B" (api.md §3.5).
+// "10G", "1024M", "0B" (the reference's size texts).
 std::string human_size(uint64_t bytes);
 
 }  // namespace pvc::api

@@ -1,4 +1,4 @@
-// One API request as the routes see it (api.md §1.4): the path below
+// One API request as the routes see it: the path below
 // /api/v1 split into decoded segments, and the parameters of the query
 // string and an application/x-www-form-urlencoded body, merged (a
 // single-valued parameter's query-string value wins).
@@ -44,7 +44,7 @@ struct Target {
 // '/' before decoding, so an encoded "%2F" stays inside one segment.
 Target parse_target(std::string_view target);
 
-// Python's strtobool, case-insensitive, anything else (or absent) false (§1.4).
+// Python's strtobool, case-insensitive, anything else (or absent) false.
 bool truthy(const std::optional<std::string>& value);
 
 }  // namespace pvc::api

@@ -42,7 +42,7 @@ HttpResponse text_response(unsigned status, std::string body) {
     return {status, "text/plain; charset=utf-8", std::move(body), {}};
 }
 
-// The API layer's " -> ' replacement of action messages (api.md §1.5).
+// The reference API layer's " -> ' replacement of action messages.
 std::string quoted(std::string s) {
     std::replace(s.begin(), s.end(), '"', '\'');
     return s;
@@ -212,7 +212,7 @@ bool match(const std::vector<std::string>& pattern, const std::vector<std::strin
     std::vector<std::string> a;
     for (size_t i = 0; i < segs.size(); ++i) {
         if (!pattern[i].empty() && pattern[i][0] == ':') {
-            // A segment holding '/' (sent as %2F) cannot be a name (§1.5).
+            // A segment holding '/' (sent as %2F) cannot be a name.
             if (segs[i].empty() || segs[i].find('/') != std::string::npos) return false;
             a.push_back(segs[i]);
         } else if (pattern[i] != segs[i]) {
@@ -248,7 +248,7 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
     }
     if (!route) return path_known ? message(405, "The method is not allowed for the requested URL.") : message(404, not_found_url);
 
-    // §1.2: X-Api-Key, compared exactly; never logged.
+    // Authentication: X-Api-Key, compared exactly; never logged.
     if (!route->open && settings_.auth_enabled) {
         if (!req.api_key) return message(401, "X-Api-Key Authentication required.");
         bool ok = false;
@@ -262,7 +262,7 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
     Ctx c{req, std::move(args), {}, stop};
     c.params.parse(t.query);
     if (lower(req.content_type).rfind("application/x-www-form-urlencoded", 0) == 0) c.params.parse(req.body);
-    // Parameters (§1.4): unknown ones ignored, as the reference's non-strict
+    // Parameters: unknown ones ignored, as the reference's non-strict
     // parser does (a newer client sends parameters this API lacks, e.g.
     // `migration_max_downtime` on `vm define`/`vm meta`; refusing them would
     // refuse its whole request); required ones present, choices exact.
@@ -496,7 +496,7 @@ HttpResponse Api::lists_vms(Ctx& c, const std::optional<std::string>& limit, boo
         bool any = false;
         for (const auto& [name, u] : picked) {
             auto text = vms_.get(r, u);
-            if (!text) continue;  // cannot be read (Q17)
+            if (!text) continue;  // cannot be read: left out, as the reference does
             if (any) body += ", ";
             body += *text;
             any = true;
@@ -544,7 +544,7 @@ std::optional<std::string> Api::choose_target(const std::string& node_limit, con
 
 namespace {
 // Memory and vCPU admission of the reference (define, modify): the raw
-// <memory> number against the node's MiB total, units ignored (Q20, kept).
+// <memory> number against the node's MiB total, units ignored (the reference's quirk, kept).
 std::optional<std::string> admission(const Reader& r, const std::string& xml, const DomainXml& x, const std::string& node,
                                      const std::string& what) {
     // The first <memory ...>text</memory>, scanned by hand (no regex over a
@@ -717,7 +717,7 @@ HttpResponse Api::vm_delete(Ctx& c) {
                 log_.error("API: removing VM {}: volume {} not removed: {}", vm, v, r.error);
                 return message(400, "ERROR: Failed to remove volume '" + v + "' of VM '" + vm + "': " + r.error);
             }
-            // Removed or absent: its ZooKeeper keys go too (storage.md §6.2).
+            // Removed or absent: its ZooKeeper keys go too, as a volume's removal does.
             auto slash = v.find('/');
             std::string pool = v.substr(0, slash), name = v.substr(slash + 1);
             // (false = the key was not there: nothing to delete)
@@ -926,7 +926,7 @@ HttpResponse Api::vm_tags_post(Ctx& c) {
     if (action != "add" && action != "remove") return message(400, "Tag action must be one of 'add', 'remove'.");
     auto u = find_vm(vm);
     if (!u) return message(404, "VM not found.");
-    // Q19: a tag is required (the reference stored a tag named None).
+    // A tag is required (the reference stored a tag named None).
     auto tag = c.p("tag");
     if (!tag) return param_error("tag", "A tag must be specified");
     if (!client::is_safe_name(*tag) || tag->size() > 255) return param_error("tag", "Invalid tag name");
@@ -993,7 +993,7 @@ HttpResponse Api::network_list(Ctx& c) {
             continue;
         }
         if (full_match(l, v)) out.push_back(network_object(r, v));
-        if (full_match(l, r.value(path("network.vni", {v})))) out.push_back(network_object(r, v));  // Q10
+        if (full_match(l, r.value(path("network.vni", {v})))) out.push_back(network_object(r, v));  // twice if both match, as the reference
     }
     if (out.empty()) return message(404, "Network not found.");
     return json_response(200, out);
@@ -1042,7 +1042,7 @@ HttpResponse Api::acl_list(Ctx& c) {
     if (auto d = c.p("direction")) dirs = {*d};
     Json out = Json::array();
     for (const auto& d : dirs) {
-        // Q8 fixed: each ACL its own rule, ordered numerically.
+        // Each ACL its own rule, ordered numerically (the reference showed one rule for all, in text order).
         std::vector<std::pair<long long, std::string>> acls;
         for (const auto& a : r.children(path(d == "in" ? "network.rule.in" : "network.rule.out", {*vni}))) {
             auto order = r.get(path("rule.order", {*vni, d, a}));
@@ -1090,7 +1090,7 @@ HttpResponse Api::osd_list(Ctx& c) {
     return json_response(200, out);
 }
 
-HttpResponse Api::osd_get(Ctx& c) { return osd_list(c); }  // exact (Q5 fixed)
+HttpResponse Api::osd_get(Ctx& c) { return osd_list(c); }  // exact (the reference's /osd/1 also gave 10, 11...)
 
 HttpResponse Api::pool_list(Ctx& c) {
     auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
@@ -1147,7 +1147,7 @@ HttpResponse Api::snapshot_list(Ctx& c) {
     for (const auto& p : r.children(path("base.snapshot"))) {
         if (pool && *pool != p) continue;
         for (const auto& v : r.children(path("base.snapshot") + "/" + p)) {
-            if (volume && *volume != v) continue;  // Q11 fixed: a volume filter is a volume
+            if (volume && *volume != v) continue;  // a volume filter is a volume (the reference checked it as a pool)
             for (const auto& s : r.children(path("base.snapshot") + "/" + p + "/" + v))
                 if (!l.re || full_match(l, s)) snaps.emplace_back(s, p, v);
         }
@@ -1175,7 +1175,7 @@ namespace {
 constexpr auto relay_deadline = std::chrono::seconds(3);
 
 // The active MGR's host: the second token of the first "mgr:" line of the
-// status text, cut at '(' (api.md §4).
+// status text, cut at '(' (as the reference finds it).
 std::optional<std::string> active_mgr(const std::string& status) {
     size_t pos = 0;
     while (pos < status.size()) {

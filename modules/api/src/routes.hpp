@@ -1,5 +1,5 @@
-// The /api/v1 routes (api.md §2): parameter checks, API-key authentication
-// (§1.2), reads from the cluster view, writes through the SDK's client
+// The /api/v1 routes: parameter checks, API-key authentication,
+// reads from the cluster view, writes through the SDK's client
 // functions (pvc/client.hpp, the same the `pvc` command line uses), and the
 // Prometheus routes (§4, metrics.hpp).
 #pragma once
@@ -29,7 +29,7 @@ public:
     struct Ctx;
     using Fn = HttpResponse (Api::*)(Ctx&);
 
-    // The routes (api.md §2), each called by handle() after the checks of §1.
+    // The routes, each called by handle() after its checks (route, key, parameters).
     HttpResponse root(Ctx&);
     HttpResponse status_get(Ctx&);
     HttpResponse status_post(Ctx&);
@@ -89,7 +89,7 @@ private:
     void settle(const std::vector<zk::KeyValue>& kvs);
     void settle(const std::vector<std::pair<std::string, std::optional<std::string>>>& want);
     std::string read_key(const std::string& path);  // ZooKeeper itself, "" when absent
-    // The relayed exporters (api.md §4); nullopt when unreachable.
+    // The relayed exporters (Ceph MGR, ZooKeeper); nullopt when unreachable.
     std::optional<std::string> ceph_exporter();
     std::optional<std::string> zookeeper_exporter();
 

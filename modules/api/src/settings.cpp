@@ -64,7 +64,7 @@ ApiSettings read_api_settings(const Config& config, ConfigProblems& problems) {
                 ConfigNode tok = item.child("token", problems);
                 if (auto v = tok.required_string(problems)) {
                     // The reference's sample ships an empty token, which makes an
-                    // empty X-Api-Key valid (api.md Q14): refused.
+                    // empty X-Api-Key valid: refused.
                     if (v->empty()) problems.add(tok, "an empty token would let an empty X-Api-Key in");
                     else t.token = *v;
                 }

@@ -1,5 +1,5 @@
 // The API module's configuration: the optional `pvc.api` block of
-// pvcnoded.yaml, shaped like the reference's pvcapid.yaml (api.md §1.1) so
+// pvcnoded.yaml, shaped like the reference's pvcapid.yaml so
 // operators carry their settings over, plus our request limits:
 //
 //   pvc:

@@ -1,4 +1,4 @@
-// The API's routes against a real ZooKeeper (api.md §1-§3), driven over
+// The API's routes against a real ZooKeeper, driven over
 // HTTP; what they write is read back from ZooKeeper itself.
 #include "api_fixture.hpp"
 
@@ -319,7 +319,7 @@ TEST_F(ApiRoutes, ModifyReplacesTheXmlAndKeepsTheName) {
     EXPECT_EQ(key("domain.name", {U1}), "web1");
 }
 
-// network.md §9.5 through the API: the client library's VF bookkeeping on
+// SR-IOV VF used/used_by through the API: the client library's VF bookkeeping on
 // define (hostdev: shutdown migration), refusal, modify, move and delete.
 TEST_F(ApiRoutes, SriovVfIsClaimedRefusedReleasedAndMoved) {
     for (const std::string n : {"hv1", "hv2"}) {
@@ -382,7 +382,7 @@ TEST_F(ApiRoutes, ConsoleLogAndDeleteRemoveTheTree) {
     EXPECT_EQ(call("DELETE", "/vm/web1").status, 400u);
 }
 
-// DELETE /vm/<vm>?delete_disks=true (api.md §2.3) through the RBD volume
+// DELETE /vm/<vm>?delete_disks=true through the RBD volume
 // service (pvc.rbd_volumes.v1): a fake behind the same interface here; the
 // storage module's own against Ceph is tested in the storage tests.
 class FakeRbdVolumes final : public services::RbdVolumes {
@@ -607,7 +607,7 @@ TEST_F(ApiRoutes, NetworkReadsKeepTheRawStrings) {
                                          {"mac_address", "52:54:00:aa:bb:cc"}, {"timestamp", "static"}}));
     auto acl = get("/network/1000/acl").json();
     ASSERT_EQ(acl.size(), 2u);
-    EXPECT_EQ(acl[0]["description"], "web");  // numeric order (Q8 fixed)
+    EXPECT_EQ(acl[0]["description"], "web");  // numeric order (the reference sorted as text)
     EXPECT_EQ(acl[1]["rule"], "tcp dport 22 accept");
     EXPECT_EQ(get("/network/9999/lease").json()["message"], "ERROR: Could not find network \"9999\" in the cluster!");
     session->remove_recursive(path("network.vni", {v}));
@@ -654,8 +654,8 @@ TEST_F(ApiRoutes, StorageReadsOsdPoolVolumeSnapshot) {
     }
 }
 
-// api.md §4.2: every per-OSD and per-pool figure, in the spec's order, from
-// the keys the storage worker writes (storage.md §4.5, §5).
+// /metrics/resource: every per-OSD and per-pool figure, in the reference's
+// order, from the keys the storage worker writes.
 TEST_F(ApiRoutes, ResourceMetricsHaveEveryOsdAndPoolFigure) {
     for (const char* p : {"/ceph/volumes/vms"}) session->ensure_path(p);
     ASSERT_TRUE(session->write(
@@ -668,7 +668,7 @@ TEST_F(ApiRoutes, ResourceMetricsHaveEveryOsdAndPoolFigure) {
           R"("wr_ops": "7", "wr_data": "1.5k", "rd_ops": "11", "rd_data": "2M", "state": "exists,up"})"},
          {path("osd.id", {"4"}), ""}, {path("osd.node", {"4"}), "hv2"}, {path("osd.device", {"4"}), "/dev/sdc"},
          {path("osd.db_device", {"4"}), ""},
-         {path("osd.stats", {"4"}),  // a new OSD's placeholder (storage.md §4.5)
+         {path("osd.stats", {"4"}),  // a new OSD's placeholder ("|" for every figure)
           R"({"uuid": "|", "up": 0, "in": 0, "primary_affinity": "|", "utilization": "|", "var": "|", "pgs": "|", "kb": "|", "weight": "|", "reweight": "|", "node": "|", "used": "|", "avail": "|", "wr_ops": "|", "wr_data": "|", "rd_ops": "|", "rd_data": "|", "state": "|"})"},
          {path("pool.name", {"vms"}), ""}, {path("pool.pgs", {"vms"}), "64"}, {path("pool.tier", {"vms"}), "default"},
          {path("pool.stats", {"vms"}),
