@@ -1,7 +1,7 @@
 // The /api/v1 routes: parameter checks, API-key authentication,
 // reads from the cluster view, writes through the SDK's client
 // functions (pvc/client.hpp, the same the `pvc` command line uses), and the
-// Prometheus routes (§4, metrics.hpp).
+// Prometheus routes (metrics.hpp).
 #pragma once
 
 #include <memory>
