@@ -6,17 +6,18 @@
 Scans every file git tracks (or, without git, every file below the source
 dir except build*/ and .git) and reports, as `file:line: problem`:
 
-  - a Markdown file name (`x.md`, `docs/x.md`) or Python file name (`x.py`,
-    `a/b/x.py`) that resolves to no tracked file;
+  - a Markdown file name (`<name>.md`, `docs/<name>.md`) or Python file name
+    (`<name>.py`, `<dir>/<name>.py`) that resolves to no tracked file;
   - a relative path whose first component is a top-level folder of the
-    repository (`core/...`, `tools/x.sh`, `docs/x.md`) that names no tracked
-    file or folder; such a path resolves against the repository root, the
+    repository (`core/...`, `tools/<script>.sh`, `docs/<name>.md`) that names no
+    tracked file or folder; such a path resolves against the repository root, the
     naming file's folder or any folder above it, and may end without its
     extension (a test named by its source file's stem) or hold wildcards
     (`*`, `<name>`, `{a,b}`);
   - a section sign not preceded (same line or the three before) by the
     Markdown file it refers to, or a section that file does not have
-    (`docs/x.md §3` needs a heading numbered 3 in docs/x.md);
+    (`docs/<name>.md` and a section sign with 3 need a heading numbered 3
+    in that file);
   - a name of the reference project's specification files, which are no part
     of this repository (see SPEC_NAMES), its deviation/question markers, or a
     path of the machine the code was written on.

@@ -1,4 +1,4 @@
-// Power loss of a node with running guests (node-lifecycle.md §10): three
+// Power loss of a node with running guests (fencing, docs/wire-contract.md §5.7): three
 // coordinators, each with a lab BMC (tools/lab/bmc.sh). The test cuts hv3's
 // power through its BMC as an operator's ipmitool would: hv3's pvcnoded,
 // libvirtd and both guests are SIGKILLed at once. Keepalive 1 s × 3 intervals,

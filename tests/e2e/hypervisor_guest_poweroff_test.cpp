@@ -1,8 +1,8 @@
 // A REAL guest that powers itself off: a Debian kernel booted directly by QEMU
 // with a busybox initramfs (tools/lab/guest.sh) whose /init prints a marker on
 // the serial console and runs `poweroff -f` two seconds later. PVC XML has
-// on_poweroff=destroy, so the transient domain disappears; hypervisor.md §14.1
-// says a VM in `start` that stops without a client request is started again by
+// on_poweroff=destroy, so the transient domain disappears; as in the reference,
+// a VM in `start` that stops without a client request is started again by
 // its node, and ZooKeeper never shows anything but `start`. With libvirt
 // lifecycle events the node reacts within a second (keepalive here is 5 s, so
 // the keepalive backstop cannot be what reacts).
@@ -214,7 +214,7 @@ TEST_F(GuestPoweroff, AGuestThatPowersItselfOffIsStartedAgainWithinASecond) {
     // the next keepalive (up to keepalive_s later). `took` also holds QEMU's own
     // start (1.2-3 s on a loaded 2-core machine), so the bound is below one
     // interval, not the daemon's few milliseconds (3.6 s seen under heavy load).
-    EXPECT_LT(took, keepalive_s - 1.0) << "hypervisor.md §14.1 with lifecycle events: restarted on the event, not on a keepalive";
+    EXPECT_LT(took, keepalive_s - 1.0) << "crash detection with lifecycle events: restarted on the event, not on a keepalive";
     EXPECT_TRUE(stayed_start) << "ZooKeeper must never show anything but start; saw: " << seen_states;
     EXPECT_EQ(state(), "start");
     EXPECT_EQ(client_->get("domain.failed_reason", uuid_), "");

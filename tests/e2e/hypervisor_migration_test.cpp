@@ -1,6 +1,6 @@
 // Live migration between two real libvirtd nodes, each with the real pvcnoded:
 // a running guest moves hv1 -> hv2 and back through ZooKeeper state changes
-// alone (hypervisor.md §5 migrate/unmigrate, §10), never running on both.
+// alone (a client's migrate/unmigrate, docs/wire-contract.md §5.6), never running on both.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -143,7 +143,7 @@ TEST_F(HypervisorMigration, StoppedGuestIsOnlyReassigned) {
     NodeView hv1(lab_->libvirt_uri(1)), hv2(lab_->libvirt_uri(2));
     client.migrate(uuid, "hv2", "hv1");
     std::this_thread::sleep_for(2s);
-    EXPECT_EQ(client.get("domain.state", uuid), "stop") << "migrate keeps a non-start state (hypervisor.md §5)";
+    EXPECT_EQ(client.get("domain.state", uuid), "stop") << "migrate keeps a non-start state, as the reference client writes it";
     EXPECT_EQ(client.get("domain.node", uuid), "hv2");
     EXPECT_FALSE(hv1.state(uuid).has_value());
     EXPECT_FALSE(hv2.state(uuid).has_value());
@@ -192,7 +192,7 @@ TEST_F(HypervisorMigration, FailedLiveOnlyMigrationIsAbortedAndTheGuestStaysHome
         ASSERT_TRUE(aborted) << "no abort: state=" << client.get("domain.state", uuid)
                              << " node=" << client.get("domain.node", uuid);
         std::cout << "[ figures  ] failed live migration aborted in " << since(t0) << " s\n";
-        EXPECT_EQ(client.get("domain.last_node", uuid), "") << "abort restores the previous lastnode (§10.3)";
+        EXPECT_EQ(client.get("domain.last_node", uuid), "") << "abort restores the previous lastnode";
         EXPECT_EQ(watch.both(), 0);
     }
     EXPECT_TRUE(hv1.running(uuid));

@@ -1,6 +1,6 @@
 // One node, real libvirtd + QEMU, the real pvcnoded with the hypervisor module:
 // a tiny guest driven only through ZooKeeper, as a PVC client drives it
-// (hypervisor.md §5, §7–§9, §14.1).
+// (start, stop, restart, shutdown, crash detection).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -88,7 +88,7 @@ TEST_F(HypervisorVm, DefinedStoppedGuestIsNotStartedAndGetsAConsoleLog) {
     EXPECT_FALSE(view_->state(uuid_).has_value()) << "a guest defined in state stop must not be created";
     EXPECT_EQ(state(), "stop");
     EXPECT_TRUE(wait_for([&] { return std::filesystem::exists(lab_->console_dir() / (name_ + ".log")); }, 5s))
-        << "the console log file is created for every VM (hypervisor.md §16)";
+        << "the console log file is created for every VM";
 }
 
 TEST_F(HypervisorVm, StartRunsTheGuestAndAcknowledgesInZooKeeper) {
@@ -156,7 +156,7 @@ TEST_F(HypervisorVm, GuestGoneBehindTheDaemonsBackIsRestartedWithinASecond) {
     ASSERT_TRUE(view_->destroy(uuid_));
     // The guest is gone once destroy returns (libvirt itself takes ~1 s to reap QEMU).
     auto t0 = Clock::now();
-    // hypervisor.md §14.1: a started VM that vanished is started again and state stays
+    // A started VM that vanished is started again and state stays
     // `start`; with lifecycle events this happens well before the next keepalive (5 s).
     bool back = wait_for([&] { return view_->running(uuid_) && view_->id(uuid_) != before; }, 10s);
     double took = since(t0);
@@ -172,7 +172,7 @@ TEST_F(HypervisorVm, GuestGoneBehindTheDaemonsBackIsRestartedWithinASecond) {
 TEST_F(HypervisorVm, ConsoleOutputReachesZooKeeper) {
     start_and_wait();
     // A guest without an OS prints nothing: append to the log QEMU writes, as a
-    // guest's serial output would (hypervisor.md §16).
+    // guest's serial output would.
     {
         std::ofstream log(lab_->console_dir() / (name_ + ".log"), std::ios::app);
         log << "e2e console line 1\r\ne2e console line 2\n";
@@ -188,7 +188,7 @@ TEST_F(HypervisorVm, DaemonRestartLeavesTheGuestRunningAndAdoptsIt) {
     int id = view_->id(uuid_);
     lab_->stop_daemon(1);
     std::this_thread::sleep_for(500ms);
-    EXPECT_TRUE(view_->running(uuid_)) << "VMs are neither stopped nor migrated on daemon shutdown (§4.2)";
+    EXPECT_TRUE(view_->running(uuid_)) << "VMs are neither stopped nor migrated on daemon shutdown";
     EXPECT_EQ(view_->id(uuid_), id);
     lab_->start_daemon(1);
     // Adopted, not restarted: the same QEMU, listed as running on this node.

@@ -119,11 +119,11 @@ private:
     virConnectPtr conn_ = nullptr;
 };
 
-// What a PVC client writes (hypervisor.md §5).
+// What a PVC client writes (docs/wire-contract.md §5.10).
 class Client {
 public:
     explicit Client(std::shared_ptr<zk::Session> zk) : zk_(std::move(zk)) {}
-    // define: every key of cluster-state.md §4.6 in one transaction.
+    // define: every key of /domains/<uuid> in one transaction.
     void define(const std::string& uuid, const std::string& name, const std::string& xml,
                 const std::string& node, const std::string& state = "stop",
                 const std::string& migration_method = "none");

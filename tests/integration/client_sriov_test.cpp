@@ -1,4 +1,4 @@
-// The client library's SR-IOV VF bookkeeping (network.md §9.5): what
+// The client library's SR-IOV VF bookkeeping (used / used_by): what
 // define_vm, write_vm_xml, relocate_vm and undefine_vm write under
 // /nodes/<node>/sriov/vf/<vf> for a VM's direct and hostdev NICs, against a
 // real ZooKeeper. The VF keys are laid as the network module registers them.
@@ -47,7 +47,7 @@ protected:
         }
     }
 
-    // The keys the network module creates for a VF (network.md §9.3).
+    // The keys the network module creates for a VF (docs/wire-contract.md §3.4).
     void register_vf(const std::string& node, const std::string& vf) {
         ASSERT_TRUE(zk_->write({{path("sriov_vf.phy", {node, vf}), ""},
                                 {path("sriov_vf.pf", {node, vf}), "ens1f0"},

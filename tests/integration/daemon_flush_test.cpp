@@ -1,5 +1,5 @@
-// pvcnoded's shutdown with a flush of its node in progress (node-lifecycle.md
-// §4 step 2): the daemon waits for the flush to end before it lets go, and
+// pvcnoded's shutdown with a flush of its node in progress (the shutdown's
+// first step): the daemon waits for the flush to end before it lets go, and
 // keeps proving liveness meanwhile. A real daemon with the hypervisor module
 // on libvirt's test driver; the flush's target is a registered node without
 // a daemon, and the test holds the VM's state lock, so the VM's migration

@@ -250,8 +250,8 @@ TEST_F(DaemonTest, ModuleThatFailsToStartIsNamedAndTheDaemonExitsWithoutReaching
     EXPECT_EQ(slurp(o.base_dir / "out.log.err").find("terminate called"), std::string::npos);
 }
 
-// The primary publishes its configured migration_target_selector (§5.2 step
-// 2) and knows the cluster's value from a watch, not a read per tick: a
+// The primary publishes its configured migration_target_selector (each
+// keepalive) and knows the cluster's value from a watch, not a read per tick: a
 // client's change is still put back, every time.
 TEST_F(DaemonTest, ThePrimaryPutsItsMigrationSelectorBackAfterEachClientChange) {
     auto o = options("hv9");

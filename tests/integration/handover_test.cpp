@@ -1,5 +1,5 @@
 // The primary hand-over with a reference Python coordinator as the peer
-// (issue 11, node-lifecycle.md §7.3): a kazoo script follows the reference's
+// (issue 11, docs/wire-contract.md §5.4): a kazoo script follows the reference's
 // sequence exactly (its lock phases on /config/primary_node/sync_lock and its
 // sleeps) against pvcnoded, in both directions. The daemon loads a test module
 // that records each phase its transition hook is called in (before `done`);
@@ -34,7 +34,7 @@ from kazoo.recipe.lock import ReadLock
 # kazoo 2.8.0's ReadLock never finds its own name among the write contenders
 # and so waits for the last write contender even when it came after it (a
 # deadlock with that writer, who waits for this reader). Later kazoo and the
-# recipe (cluster-state.md section 7.1): the write contender just before it.
+# recipe (docs/wire-contract.md §4.1): the write contender just before it.
 def _predecessor(self, node):
     own, pred = node[-10:], None
     for c in self.client.get_children(self.path):
@@ -59,8 +59,8 @@ def snap(phase): seen[phase] = {'ours': ours(), 'router': zk.get('/nodes/hv1/rou
 )";
 
 // The reference old primary (hv2, primary) hands over to hv1, as after
-// `pvc node primary hv1`: node-lifecycle.md §7.2 (0.5 s, relinquish) and the
-// old primary's column of §7.3.
+// `pvc node primary hv1`: the reference's reaction (0.5 s, relinquish) and the
+// old primary's phases of the hand-over.
 const char* reference_old_primary = R"(
 mark('requested'); zk.set('/config/primary_node', b'hv1')
 time.sleep(0.5)
@@ -87,7 +87,7 @@ print(json.dumps({'marks': marks, 'seen': seen}))
 )";
 
 // The reference candidate (hv2, secondary) takes over from hv1, as after
-// `pvc node primary hv2`: the candidate's column of §7.3.
+// `pvc node primary hv2`: the candidate's phases of the hand-over.
 const char* reference_candidate = R"(
 mark('requested'); zk.set('/config/primary_node', b'hv2')
 time.sleep(0.5)

@@ -1,5 +1,5 @@
 // The health plugin host against a real ZooKeeper, with test plugins in the
-// legacy Python format and a native test plugin (health-plugins.md §4–§9).
+// legacy Python format and a native test plugin (docs/sdk-guide.md §7).
 #include "health_support.hpp"
 
 #include <ctime>
@@ -31,7 +31,7 @@ TEST_F(HealthHostTest, NormalPluginResultsAppearUnderMonitoringKeysAndHealthIs10
     h->load();
     EXPECT_EQ(h->plugin_names(), (std::vector<std::string>{"good", "other"}));
     EXPECT_EQ(key("node.monitoring.plugins"), "good other");
-    // Initial keys at load (§7.2).
+    // Initial keys at load.
     EXPECT_EQ(pkey("monitoring_plugin.message", "good"), "Initializing");
     EXPECT_EQ(pkey("monitoring_plugin.last_run", "good"), "0");
     EXPECT_EQ(pkey("monitoring_plugin.data", "good"), "{}");
@@ -45,7 +45,7 @@ TEST_F(HealthHostTest, NormalPluginResultsAppearUnderMonitoringKeysAndHealthIs10
     EXPECT_EQ(pkey("monitoring_plugin.data", "good"), R"({"k": [1, 2], "s": "x"})");
     auto runtime = pkey("monitoring_plugin.runtime", "good").value_or("");
     EXPECT_TRUE(std::regex_match(runtime, std::regex("[0-9]+\\.[0-9]{2}"))) << runtime;
-    EXPECT_EQ(pkey("monitoring_plugin.message", "other"), "N/A");  // never set: N/A (§5.3)
+    EXPECT_EQ(pkey("monitoring_plugin.message", "other"), "N/A");  // never set: N/A, as PluginResult's default
     EXPECT_EQ(key("node.monitoring.health"), "83");
     EXPECT_EQ(h->health(), 83);
     EXPECT_TRUE(log_has("tick: good (" ));

@@ -1,4 +1,4 @@
-// The bundled health checks (health-plugins.md §12), loaded from the build's
+// The bundled health checks (health-plugins/README.md), loaded from the build's
 // plugins directory by the real host, against what exists on this machine.
 // Where the hardware or service is absent, the test asserts the report that
 // absence produces (never a silent pass).

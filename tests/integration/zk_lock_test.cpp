@@ -1,4 +1,4 @@
-// zk::Lock: kazoo Lock/WriteLock/ReadLock semantics (cluster-state.md §7.1),
+// zk::Lock: kazoo Lock/WriteLock/ReadLock semantics (docs/wire-contract.md §4.1),
 // among our own locks and against python3-kazoo on the same keys.
 #include <pvc/test/zk_server.hpp>
 #include <pvc/zk.hpp>

@@ -1,4 +1,4 @@
-// pvcnoded.yaml loading and validation (node-lifecycle.md §1, README Decisions).
+// pvcnoded.yaml loading and validation (docs/operations.md).
 #include "pvc/config.hpp"
 
 #include <cstdlib>
@@ -223,7 +223,7 @@ TEST(ConfigProblem, ToStringNamesFileLinePathAndMessage) {
 }
 
 TEST(ConfigDefaults, MissingNodeIsTheShortHostname) {
-    // pvc.node only names the log key; a reference configuration may leave it out (§1.3).
+    // pvc.node only names the log key; a reference configuration may leave it out.
     std::string text = replace(minimal, "  node: pvchv1\n", "");
     EXPECT_EQ(pvc::parse_config(text, "test.yaml", host("pvchv7.example.com")).node, "pvchv7");
     EXPECT_EQ(pvc::parse_config(minimal, "test.yaml", host("pvchv7.example.com")).node, "pvchv1");
@@ -653,7 +653,7 @@ TEST(ConfigFlat, AbsentValuesAreNull) {
     EXPECT_TRUE(net["upstream_gateway"].is_null());
 }
 
-// The reference's dictionary, group by group (its pvcnoded/util/config.py):
+// The reference's dictionary, group by group (as the reference daemon builds it):
 // keys every node has, and the keys enable_networking and enable_storage add.
 const std::set<std::string> kGeneralKeys = {
     "node", "node_hostname", "node_fqdn", "node_domain", "node_id", "coordinators", "debug", "daemon_mode",

@@ -1,5 +1,5 @@
 // The one reading of libvirt domain XML shared by the CLI and the node
-// daemon (pvc/domain_xml.hpp, hypervisor.md §19).
+// daemon (pvc/domain_xml.hpp).
 #include "pvc/domain_xml.hpp"
 
 #include <cstdint>

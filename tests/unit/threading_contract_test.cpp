@@ -167,7 +167,7 @@ TEST(TransitionHook, TheCoreGoesOnOnlyAfterEveryModuleIsDone) {
     EXPECT_TRUE(network.hook_on_core_strand);
     EXPECT_EQ(network.seen, static_cast<int>(Transition::takeover));
     loop.drain();
-    EXPECT_EQ(network.phases, "CDEFG");  // node-lifecycle.md §7.3, the candidate's phases in order
+    EXPECT_EQ(network.phases, "CDEFG");  // the candidate's hand-over phases in order
 }
 
 TEST(TransitionHook, AnOverrunningHookDoesNotBlockForever) {

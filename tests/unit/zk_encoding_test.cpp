@@ -1,4 +1,4 @@
-// Value encodings of cluster-state.md §3 as the zk helpers produce them.
+// Value encodings (docs/wire-contract.md §1.2) as the zk helpers produce them.
 #include <pvc/zk.hpp>
 
 #include <gtest/gtest.h>

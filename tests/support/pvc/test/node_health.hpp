@@ -1,5 +1,5 @@
-// A node's health as reference PVC clients read it (health-plugins.md §7.4,
-// §10.1: the API's node information): monitoring_health as an integer (N/A
+// A node's health as reference PVC clients read it (the API's node
+// information): monitoring_health as an integer (N/A
 // when it does not parse), then for every name in monitoring_plugins its
 // name, last_run and health_delta as integers, message, data as JSON. A
 // missing key or a value that does not parse fails the script, as it fails
