@@ -2,6 +2,7 @@
 """Fails when a file of the repository names a file the repository lacks.
 
     check_file_names.py <source dir>
+    check_file_names.py --self-test
 
 Scans every file git tracks (or, without git, every file below the source
 dir except build*/ and .git) and reports, as `file:line: problem`:
@@ -15,7 +16,8 @@ dir except build*/ and .git) and reports, as `file:line: problem`:
     extension (a test named by its source file's stem) or hold wildcards
     (`*`, `<name>`, `{a,b}`);
   - a section sign not preceded (same line or the three before) by the
-    Markdown file it refers to, or a section that file does not have
+    Markdown file it refers to (in a Markdown file, a section sign alone
+    refers to that file), or a section that file does not have
     (`docs/<name>.md` and a section sign with 3 need a heading numbered 3
     in that file);
   - a name of the reference project's specification files, which are no part
@@ -177,6 +179,8 @@ def check_file(repo, rel, problems):
             before = " ".join(lines[max(0, number - 4):number - 1] + [line[:m.start()]])
             cited = [c.group(1) for c in FILE_NAME.finditer(URL.sub(" ", before))
                      if c.group(1).endswith(".md")]
+            if not cited and rel.endswith(".md"):
+                cited = [rel]  # in a Markdown file, a bare section is one of its own
             if not cited:
                 report(f"'{SECTION}{m.group(1)}' names no file of the repository it belongs to")
                 continue
@@ -188,7 +192,49 @@ def check_file(repo, rel, problems):
                 report(f"'{cited[-1]} {SECTION}{m.group(1)}': {md} has no section {m.group(1)}")
 
 
+def self_test():
+    """The checker against a small tree with known good and bad lines. The
+    fixture's names are assembled so that this file itself stays clean."""
+    import tempfile
+    md, py, sec = ".md", ".py", SECTION
+    tree = {
+        "manual/guide" + md: "# Guide\n## 1. Intro\n### 1.1 More\n",
+        "lib/a.cpp": "\n".join([
+            "// (" + sec + "4.2)",                                       # 1 bare section
+            "// manual/guide" + md + " " + sec + "1.1 and " + sec + "1", # 2 good
+            "// network" + md,                                           # 3 spec name
+            "// [" + "DEV] a marker",                                    # 4 marker
+            "// lib/run.sh",                                             # 5 missing path
+            "// /etc/pvc/pvcnoded.yaml, https://example.org/x" + md,     # 6 good: absolute path, URL
+            "// lib/a.cpp, lib/<name>.cpp, lib/a, manual/*" + md,        # 7 good: exists, wildcards, stem
+            "// manual/guide" + md + " " + sec + "2",                    # 8 section missing
+            "// objects/VMInstance" + py,                                # 9 missing Python file
+            "auto p = dir / \"lib/libx.so\";",                          # 10 good: a build output
+        ]) + "\n",
+        "README" + md: "See " + sec + "1 here (none: README has no numbered section).\n",
+    }
+    expected = {("lib/a.cpp", n) for n in (1, 3, 4, 5, 8, 9)} | {("README" + md, 1)}
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in tree.items():
+            os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
+                f.write(text)
+        repo = Repository(root)
+        problems = []
+        for rel in sorted(repo.files):
+            check_file(repo, rel, problems)
+    found = {(p.split(":")[0], int(p.split(":")[1])) for p in problems}
+    if found != expected:
+        print("self-test failed; problems found:", *problems, sep="\n  ", file=sys.stderr)
+        print("expected lines:", sorted(expected), file=sys.stderr)
+        return 1
+    print(f"self-test passed ({len(problems)} problems found where expected)", file=sys.stderr)
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
