@@ -327,7 +327,7 @@ TEST_F(FencingPowerLoss, NodeLosingPowerIsFencedOnceItsGuestsRunElsewhereAndCome
         << "recovery put both guests on one node";
     for (auto& uuid : uuids_) EXPECT_EQ(domain("domain.last_node", uuid), hv3) << uuid;
 
-    // Keys as the spec sequences them: run → dead → fenced (no other write
+    // Keys as the reference sequences them: run → dead → fenced (no other write
     // between, by the versions), ready → fence-flush → flushed.
     ASSERT_TRUE(wait_for([&] { return domainstate.find("flushed") >= 0; }, 10s)) << domainstate.text();
     int i_dead = daemonstate.find("dead"), i_fenced = daemonstate.find("fenced");
@@ -391,7 +391,7 @@ TEST_F(FencingPowerLoss, NodeLosingPowerIsFencedOnceItsGuestsRunElsewhereAndCome
         EXPECT_NE(domain("domain.node", uuid), hv3);
     }
 
-    // Figures: the spec's bound is the deadline (3 s) + IPMI + recovery.
+    // Figures: the bound we promise is the deadline (3 s) + IPMI + recovery.
     std::cout << "[ figures  ] keepalive " << keepalive_s << " s x " << fence_intervals
               << " intervals, 0 saving throws, 2 real guests (" << lab_->domain_type() << ")\n"
               << "[ figures  ] last keepalive -> power cut: " << seconds(t_cut - *last_keepalive) << " s\n"

@@ -1,5 +1,5 @@
 // The test time scale (tests/support timing.hpp): exactly 1 in the normal
-// build, so spec bounds are checked unchanged there; larger under sanitizers.
+// build, so promised bounds are checked unchanged there; larger under sanitizers.
 #include <chrono>
 
 #include <gtest/gtest.h>

@@ -470,7 +470,7 @@ TEST_F(ApiVmRemoval, AFailedRemovalIsA400AndLeavesTheVmAndTheVolumeKeys) {
     EXPECT_TRUE(session->exists("/ceph/snapshots/vms/web1_disk0/snap1"));
     EXPECT_TRUE(session->exists(path("domain.name", {U1})));
     EXPECT_TRUE(session->exists(path("domain.xml", {U1})));
-    EXPECT_EQ(key("domain.state", {U1}), "stop");  // stopped first, as the spec's order says
+    EXPECT_EQ(key("domain.state", {U1}), "stop");  // stopped first, in the reference's order
 }
 
 TEST_F(ApiVmRemoval, BadVolumeNamesAreRefusedBeforeAnythingIsDone) {

@@ -178,7 +178,7 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
         times_.confirmed_off = Clock::now();
         log_.ok("Node {} is confirmed powered off", node_);
         // Recovery starts at once: it reads what it needs while `fenced` is
-        // written, and writes nothing before that write is done (spec order).
+        // written, and writes nothing before that write is done (the reference's order).
         // It then runs while the dead coordinator is demoted and the node
         // powered on again (neither touches its VMs).
         std::promise<bool> fenced_written;

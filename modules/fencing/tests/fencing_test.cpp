@@ -672,7 +672,7 @@ TEST_F(Fencing, DeadNodeIsJudgedAtItsDeadlineNotAtTheNextScan) {
     std::lock_guard g(dead.m);
     double after = std::chrono::duration<double>(*dead.at - t0).count();
     EXPECT_GE(after, 6.0) << "marked dead before its deadline";
-    // The spec's bound is the deadline; 1.5 s is room for a loaded machine,
+    // The bound we promise is the deadline; 1.5 s is room for a loaded machine,
     // and still below the 1.8 s the scans alone added at least.
     EXPECT_LT(after, 7.5) << "marked dead " << after - 6.0 << " s after its deadline";
     EXPECT_EQ(fencer.jobs_started(), 1);
@@ -1038,7 +1038,7 @@ TEST_F(Fencing, EmulatedReferenceCoordinatorAndOursNeverBothFenceANode) {
         if (c.our_fences >= 0) {
             EXPECT_EQ(ours.jobs_started(), c.our_fences);
         }
-        // Whoever fenced, the keys end as the spec sequences them.
+        // Whoever fenced, the keys end as the reference sequences them.
         EXPECT_EQ(get(path("node.state.daemon", {dead})), "fenced");
         // Only our job uses the BMC (the emulation stops at the decision).
         EXPECT_EQ(bmc.power_commands().size(), ours.jobs_started() == 1 ? 2u : 0u);

@@ -33,7 +33,7 @@ using nlohmann::json;
 using pvc::test::eventually;
 
 namespace {
-// `pred` true within `bound` (not scaled: the bound is the specification's).
+// `pred` true within `bound` (not scaled: the bound is the one we promise).
 template <class Pred>
 bool within(std::chrono::milliseconds bound, Pred pred) {
     auto end = std::chrono::steady_clock::now() + bound;

@@ -569,7 +569,7 @@ TEST_F(StorageDaemon, VmStartFreesOwnStaleLockRefusesAForeignOneAndStartsElsewhe
         return session->get(path("node.running_domains", {n})).value_or("").find(uuid) != std::string::npos;
     };
 
-    // B is asked to start the VM whose disk A still locks: refused with the spec's reason, lock kept.
+    // B is asked to start the VM whose disk A still locks: refused with the reference's reason, lock kept.
     const std::string uuid1 = "5a0e1d2c-0000-4000-8000-0000000000a1";
     define(uuid1, "rbdvm1", "vms/vmdisk", b);
     ASSERT_TRUE(eventually([&] { return get("domain.state", uuid1) == "fail"; }, 30s)) << log_of(b);

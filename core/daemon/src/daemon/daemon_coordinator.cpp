@@ -19,7 +19,7 @@ bool Daemon::pause(std::chrono::milliseconds d) {
     return !ka_cv_.wait_for(lk, d, [this] { return ka_stop_; });
 }
 
-// An action the spec says must complete (takeover, relinquish, the router
+// An action that must complete (takeover, relinquish, the router
 // state writes that start them) is retried with backoff while ZooKeeper is
 // unreachable, as long as it is still wanted and the daemon is not stopping.
 void Daemon::until_done(const char* what, const std::function<bool()>& wanted, const std::function<bool()>& step) {

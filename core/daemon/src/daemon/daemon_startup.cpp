@@ -109,7 +109,7 @@ void Daemon::connect_zookeeper() {
     }));
 }
 
-// Takes the node lock (README Decisions, "One daemon per node name"). Its
+// Takes the node lock (docs/wire-contract.md §6.4, one daemon per node name). Its
 // data says who we are, so that a restart after a crash can prove us gone.
 Daemon::NodeGuard Daemon::acquire_node_guard() {
     const auto& h = cfg_.host;
@@ -177,7 +177,7 @@ void Daemon::register_node() {
     const std::string version = std::to_string(schema::version);
 
     // One daemon per node name: an exclusive lock inside the node root,
-    // ephemeral to our session (README Decisions). Readers ignore lock children.
+    // ephemeral to our session (docs/wire-contract.md §4.3). Readers ignore lock children.
     auto take_guard = [&] {
         auto guard = acquire_node_guard();
         if (!guard.lock) {

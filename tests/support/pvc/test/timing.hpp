@@ -4,7 +4,7 @@
 // 5-15x on memory-heavy paths), so a wait or an upper bound that a normal build
 // meets with room to spare can fail there without any bug. Tests scale such
 // figures with scaled(); in the normal build the factor is exactly 1, so a
-// bound the spec sets is checked unchanged there.
+// bound the project promises is checked unchanged there.
 #pragma once
 
 #include <chrono>
