@@ -1,7 +1,7 @@
 // pvc vm list | info | define | modify | start | stop | shutdown | restart |
 //        disable | migrate | unmigrate | move | remove | log
 //
-// Every write is the reference client's (docs/wire-contract.md): the same keys,
+// Every write is the reference client's (docs/wire-contract.md §5.10): the same keys,
 // values and transactions, state changes under the kazoo exclusive lock on
 // /domains/<uuid>/state held 0.5 s after the write. Input is checked before
 // anything is written.

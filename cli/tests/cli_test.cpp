@@ -1,6 +1,6 @@
 // The `pvc` binary against a real ZooKeeper. Every write is read back with
 // kazoo (/usr/bin/python3), an independent client, and compared with the
-// reference's key layout (docs/wire-contract.md); daemons are played by test threads
+// reference's key layout (docs/wire-contract.md §3); daemons are played by test threads
 // writing the keys a node daemon would.
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@ namespace {
 
 using C = Class;
 
-// Schema version 10, expanded into full path templates (docs/wire-contract.md).
+// Schema version 10, expanded into full path templates (docs/wire-contract.md §3).
 const std::vector<Key> kKeys = {
     // base
     {"base.root", C::base, "/", ""},

@@ -1,4 +1,4 @@
-// The API module's export (docs/sdk-guide.md, the ABI rules).
+// The API module's export (docs/sdk-guide.md §3).
 #include "api.hpp"
 
 PVC_MODULE(pvc::api::ApiModule,

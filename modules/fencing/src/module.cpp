@@ -1,4 +1,4 @@
-// The fencing module's export (docs/sdk-guide.md, the ABI rules).
+// The fencing module's export (docs/sdk-guide.md §3).
 #include "fencing.hpp"
 
 PVC_MODULE(pvc::fencing::FencingModule,

@@ -1,4 +1,4 @@
-// The network module's export (docs/sdk-guide.md, the ABI rules).
+// The network module's export (docs/sdk-guide.md §3).
 #include "network.hpp"
 
 PVC_MODULE(pvc::network::NetworkModule,

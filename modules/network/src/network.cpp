@@ -461,7 +461,7 @@ void NetworkModule::hold(const std::string& link, const std::string& cidr, bool 
 }
 
 void NetworkModule::apply_router(TransitionPhase phase) {
-    // One phase of a takeover / relinquish (docs/wire-contract.md): C-E the floating
+    // One phase of a takeover / relinquish (docs/wire-contract.md §5.4): C-E the floating
     // addresses, F the gateways; B (relinquish) and G (takeover) dnsmasq, which
     // goes first when giving the role up and last when taking it (it binds the
     // gateways).

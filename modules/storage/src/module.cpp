@@ -1,4 +1,4 @@
-// The storage module's export (docs/sdk-guide.md, the ABI rules).
+// The storage module's export (docs/sdk-guide.md §3).
 #include "storage.hpp"
 
 PVC_MODULE(pvc::storage::StorageModule,

@@ -1,4 +1,4 @@
-// Daemon: the node daemon's lifecycle (docs/architecture.md):
+// Daemon: the node daemon's lifecycle (docs/architecture.md §7):
 // start-up in the reference's order, registration, the keepalive, the
 // coordinator's router state, and the orderly shutdown. Modules fill the
 // steps they own (networking, libvirt, firewall, objects) from start().

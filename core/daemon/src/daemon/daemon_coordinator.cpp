@@ -1,4 +1,4 @@
-// The coordinator's router state (docs/wire-contract.md, core/README.md
+// The coordinator's router state (docs/wire-contract.md §5.3, core/README.md
 // "Router state"): contention for an empty primary_node, takeover and
 // relinquish requests, and the hand-overs themselves, each retried while the
 // value that asked for it still holds.

@@ -1,4 +1,4 @@
-// The hand-over sequences (docs/wire-contract.md, core/README.md
+// The hand-over sequences (docs/wire-contract.md §5.4, core/README.md
 // "Hand-over"): the reference's phases on /config/primary_node/sync_lock, so
 // a reference Python coordinator and this daemon order their floating
 // addresses and services through the same kazoo locks, in both directions.

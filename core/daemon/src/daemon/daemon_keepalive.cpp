@@ -1,4 +1,4 @@
-// The keepalive (docs/wire-contract.md): the loop that ticks every
+// The keepalive (docs/wire-contract.md §5.2): the loop that ticks every
 // keepalive_interval and feeds systemd's watchdog, and the tick: one
 // transaction with the core's figures and the modules' contributions, then
 // the health plugins and the keepalive log lines.

@@ -1,4 +1,4 @@
-// The orderly shutdown (docs/wire-contract.md, core/README.md "Shutdown"):
+// The orderly shutdown (docs/architecture.md §7.4, core/README.md "Shutdown"):
 // primary hand-over, the last keepalive, health cleanup, modules stopped,
 // `stop`, the ZooKeeper log drained, the session closed.
 #include "daemon/daemon.hpp"

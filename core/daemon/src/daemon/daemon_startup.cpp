@@ -1,4 +1,4 @@
-// Daemon start-up (docs/architecture.md, core/README.md "Start-up"): the
+// Daemon start-up (docs/architecture.md §7.1, core/README.md "Start-up"): the
 // steps in the reference's order, registration under the node guard, and the
 // watches that feed the keepalive and the coordinator.
 #include "daemon/daemon.hpp"

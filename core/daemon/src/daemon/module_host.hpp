@@ -1,6 +1,6 @@
 // ModuleHost: discovers the modules in module_directory from their own
 // metadata, loads those whose function is on through Boost.DLL, and checks
-// their ABI fingerprint (docs/sdk-guide.md). It names no module.
+// their ABI fingerprint (docs/sdk-guide.md §3). It names no module.
 #pragma once
 
 #include <filesystem>

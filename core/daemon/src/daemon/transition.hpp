@@ -1,4 +1,4 @@
-// The modules' part of a primary/secondary transition (docs/architecture.md):
+// The modules' part of a primary/secondary transition (docs/architecture.md §7.3):
 // one call of every module's hook per hand-over phase; the core goes on to
 // the next phase, and publishes `primary` / `secondary`, only after it.
 #pragma once

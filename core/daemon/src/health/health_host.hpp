@@ -1,4 +1,4 @@
-// The health plugin host (docs/architecture.md): discovers and
+// The health plugin host (docs/architecture.md §5): discovers and
 // loads native (.so) and legacy Python plugins, runs passes off the keepalive
 // with a per-plugin deadline and collectd-style back-off for failing plugins,
 // and writes results and node health to ZooKeeper. It also publishes the

@@ -1,5 +1,5 @@
 // Python sources of the legacy plugin compatibility modules
-// (docs/sdk-guide.md), installed into the embedded interpreter's
+// (docs/sdk-guide.md §7.3), installed into the embedded interpreter's
 // sys.modules before any plugin is executed. Internal to the core.
 #pragma once
 

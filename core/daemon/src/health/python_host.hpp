@@ -1,5 +1,5 @@
 // The embedded Python interpreter for legacy health plugins
-// (docs/sdk-guide.md): one process-wide main interpreter, started on first
+// (docs/sdk-guide.md §7.3): one process-wide main interpreter, started on first
 // use, never finalized (a hung plugin thread may still be inside it), with the
 // compatibility modules pvcnoded.objects.MonitoringInstance and
 // daemon_lib.common registered before any plugin runs. Internal to the core.

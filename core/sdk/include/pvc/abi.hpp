@@ -1,4 +1,4 @@
-// The module ABI fingerprint (docs/sdk-guide.md, the ABI rules).
+// The module ABI fingerprint (docs/sdk-guide.md §3).
 //
 // Two binaries can share C++ types only if they saw the same SDK headers, the
 // same Boost and the same compiler. The fingerprint is those three facts in

@@ -1,4 +1,4 @@
-// What a PVC client writes (docs/wire-contract.md): the keys, values,
+// What a PVC client writes (docs/wire-contract.md §5.10): the keys, values,
 // transactions and locks of the reference's client library, shared by the
 // `pvc` command line and the API module so both write a cluster the same way.
 // Checks of the input and the messages shown to a person are each caller's;

@@ -15,7 +15,7 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// `pvc cluster init`: creates every missing base key (docs/wire-contract.md),
+// `pvc cluster init`: creates every missing base key (docs/wire-contract.md §2.3),
 // /schema/version = 10. Existing data is never overwritten; a cluster at
 // another schema version is refused (SchemaError).
 PVC_SDK_API void init_cluster(zk::Session& zk);

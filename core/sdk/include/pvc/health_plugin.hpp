@@ -3,7 +3,7 @@
 //                              (pvc/abi.hpp); must equal the daemon's
 //   pvc_health_plugin_create — std::unique_ptr<pvc::HealthPlugin>(const pvc::HealthPluginContext&)
 // Use PVC_HEALTH_PLUGIN(ClassName). Same results and ZooKeeper keys as a
-// legacy Python plugin (docs/sdk-guide.md).
+// legacy Python plugin (docs/sdk-guide.md §7.1).
 #pragma once
 
 #include <memory>

@@ -23,7 +23,7 @@
 // whose fingerprint differs from its own, and stops before writing anything
 // when an enabled flag has no module.
 //
-// The threading contract (docs/sdk-guide.md):
+// The threading contract (docs/sdk-guide.md §5):
 // - configure(), registration(), start() and stop() are called once each, in
 //   that order, on the core's start-up/shutdown thread.
 // - Core events (CoreEvents) are delivered on one core strand, never on the
@@ -256,9 +256,9 @@ inline void deliver_core_events(CoreEvents& events, Executor& ex, const Strand& 
     });
 }
 
-// The node's primary/secondary transitions (docs/architecture.md).
+// The node's primary/secondary transitions (docs/architecture.md §7.3).
 enum class Transition { takeover, relinquish };
-// The hand-over phases (docs/wire-contract.md). The core runs the
+// The hand-over phases (docs/wire-contract.md §5.4). The core runs the
 // reference's phases A..G under its locks on /config/primary_node/sync_lock
 // and calls each module's transition hook once in every phase that moves
 // something on its side, in this order, waiting for `done` before the next:

@@ -1,4 +1,4 @@
-// Services between modules, through the core (docs/sdk-guide.md): one
+// Services between modules, through the core (docs/sdk-guide.md §4): one
 // module provides an interface, others get it; modules never include each
 // other. An interface is an SDK header (pvc/services/...) declaring
 //

@@ -182,7 +182,7 @@ public:
 enum class LockKind { exclusive, write, read };
 
 // kazoo-compatible Lock / WriteLock / ReadLock on key `path`
-// (docs/wire-contract.md). Not re-entrant; released by the destructor.
+// (docs/wire-contract.md §4.1). Not re-entrant; released by the destructor.
 class PVC_SDK_API Lock {
 public:
     Lock(std::shared_ptr<Session> session, std::string path, LockKind kind, std::string identifier = "");
@@ -229,7 +229,7 @@ private:
 // ("host" or "host:port"; default port 2181).
 PVC_SDK_API std::string connect_string(const std::vector<std::string>& coordinators);
 
-// The reference's value encodings (docs/wire-contract.md).
+// The reference's value encodings (docs/wire-contract.md §1.2).
 PVC_SDK_API std::string py_bool(bool b);                 // "True"/"False"
 PVC_SDK_API std::string py_float(double d);              // Python float repr ("0.0", "0.52")
 // Lenient boolean: y yes t true on 1 / n no f false off 0 (case-insensitive).

@@ -1,4 +1,4 @@
-// The reference's value encodings (docs/wire-contract.md) and small zk helpers.
+// The reference's value encodings (docs/wire-contract.md §1.2) and small zk helpers.
 #include <pvc/zk.hpp>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// kazoo-compatible Lock / WriteLock / ReadLock (docs/wire-contract.md).
+// kazoo-compatible Lock / WriteLock / ReadLock (docs/wire-contract.md §4.1).
 #include "zk/session_impl.hpp"
 
 #include <spdlog/spdlog.h>
