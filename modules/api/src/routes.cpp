@@ -65,7 +65,7 @@ struct Route {
     bool open = false;  // no authentication
 };
 
-// Regex matching of `limit` (api.md §1.6).
+// Regex matching of `limit`, shared by every list route.
 struct Limit {
     std::optional<std::regex> re;
     std::string error;
