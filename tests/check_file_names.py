@@ -24,8 +24,8 @@ dir except build*/ and .git) and reports, as `file:line: problem`:
     of this repository (see SPEC_NAMES), its deviation/question markers, or a
     path of the machine the code was written on.
 
-Absolute paths (`/etc/pvc/pvcnoded.yaml`), URLs and build outputs (`.so`) are
-not repository paths and are left alone. Exits 1 with the list when anything
+Absolute paths (`/etc/pvc/pvcnoded.yaml`), URLs and build outputs (`.so`, what
+.gitignore names) are not repository paths and are left alone. Exits 1 with the list when anything
 is found, 0 otherwise.
 """
 
@@ -95,6 +95,26 @@ class Repository:
         self.top_path = re.compile(r"(?<![\w./~$@<>-])((?:" + "|".join(map(re.escape, self.top))
                                    + r")/[\w./+*<>{},-]*)")
         self.sections = {}
+        self.ignore = []
+        try:
+            with open(os.path.join(root, ".gitignore"), encoding="utf-8") as f:
+                for line in f:
+                    line = line.strip()
+                    if line and not line.startswith(("#", "!")):
+                        self.ignore.append((line.startswith("/"), line.strip("/")))
+        except OSError:
+            pass
+
+    def ignored(self, rel):
+        """Whether `rel` is something .gitignore names: a build output, never tracked."""
+        parts = os.path.normpath(rel).split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        for anchored, pattern in self.ignore:
+            if anchored and any(fnmatch.fnmatchcase(p, pattern) for p in prefixes):
+                return True
+            if not anchored and any(fnmatch.fnmatchcase(c, pattern) for c in parts):
+                return True
+        return False
 
     def exists(self, rel):
         rel = os.path.normpath(rel)
@@ -170,7 +190,7 @@ def check_file(repo, rel, problems):
         if not install_list:
             for m in repo.top_path.finditer(line):
                 name = m.group(1).rstrip(".,:;)'\"`")
-                if m.start(1) in seen or SYNTHETIC.match(name) or ARTIFACT.search(name):
+                if m.start(1) in seen or SYNTHETIC.match(name) or ARTIFACT.search(name) or repo.ignored(name):
                     continue
                 if repo.resolve(name, rel) is None:
                     report(f"names '{name}', which the repository lacks")
@@ -210,7 +230,9 @@ def self_test():
             "// manual/guide" + md + " " + sec + "2",                    # 8 section missing
             "// objects/VMInstance" + py,                                # 9 missing Python file
             "auto p = dir / \"lib/libx.so\";",                          # 10 good: a build output
+            "// lib/gen/x.h",                                            # 11 good: .gitignore names it
         ]) + "\n",
+        ".gitignore": "/lib/gen/\n",
         "README" + md: "See " + sec + "1 here (none: README has no numbered section).\n",
     }
     expected = {("lib/a.cpp", n) for n in (1, 3, 4, 5, 8, 9)} | {("README" + md, 1)}
