@@ -4,8 +4,8 @@
     check_file_names.py <source dir>
     check_file_names.py --self-test
 
-Scans every file git tracks (or, without git, every file below the source
-dir except build*/ and .git) and reports, as `file:line: problem`:
+Scans every file git tracks or would track (or, without git, every file below
+the source dir except build*/ and .git) and reports, as `file:line: problem`:
 
   - a Markdown file name (`<name>.md`, `docs/<name>.md`) or Python file name
     (`<name>.py`, `<dir>/<name>.py`) that resolves to no tracked file;
@@ -24,8 +24,9 @@ dir except build*/ and .git) and reports, as `file:line: problem`:
     of this repository (see SPEC_NAMES), its deviation/question markers, or a
     path of the machine the code was written on.
 
-Absolute paths (`/etc/pvc/pvcnoded.yaml`), URLs and build outputs (`.so`, what
-.gitignore names) are not repository paths and are left alone. Exits 1 with the list when anything
+Absolute paths (`/etc/pvc/pvcnoded.yaml`) and installed-system paths relative
+to / (`usr/share/...`), URLs and build outputs (`.so`, what .gitignore names)
+are not repository paths and are left alone. Exits 1 with the list when anything
 is found, 0 otherwise.
 """
 
@@ -53,6 +54,10 @@ SYNTHETIC = re.compile(r"^modules/(?:alpha|beta)/")
 # Install lists name paths of the installed system, relative to /.
 INSTALL_LISTS = re.compile(r"^debian/[^/]*\.(?:dirs|install|links|docs)$")
 
+# Paths of an installed system written relative to / (package contents,
+# install lists): `usr/share/...`, `lib/systemd/...`.
+SYSTEM_PATH = re.compile(r"^(?:usr|lib|lib64|var|opt|run|srv|bin|sbin|boot|proc|sys|dev)/")
+
 ARTIFACT = re.compile(r"\.(?:so|a|o)(?:\.\d+)*$")
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
 SECTION = "\u00a7"
@@ -64,9 +69,11 @@ EXTENSIONS = ("", ".cpp", ".hpp", ".h", ".c", ".py", ".sh", ".cmake", ".md", ".t
 
 def tracked_files(root):
     try:
-        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True,
-                             capture_output=True).stdout.decode()
-        files = [f for f in out.split("\0") if f]
+        # Tracked files and new ones not yet added (but not what .gitignore
+        # names), so a file being written counts before its first commit.
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], check=True, capture_output=True).stdout.decode()
+        files = sorted({f for f in out.split("\0") if f})
         if files:
             return [f for f in files if os.path.isfile(os.path.join(root, f))]
     except (OSError, subprocess.CalledProcessError):
@@ -182,7 +189,8 @@ def check_file(repo, rel, problems):
         for m in FILE_NAME.finditer(line):
             name = m.group(1)
             seen.add(m.start(1))
-            if SYNTHETIC.match(name) or SPEC_NAMES.fullmatch(name):
+            if SYNTHETIC.match(name) or SPEC_NAMES.fullmatch(name) or (
+                    SYSTEM_PATH.match(name) and name.split("/")[0] not in repo.top):
                 continue
             if repo.resolve(name, rel) is None:
                 report(f"names '{name}', which the repository lacks")
@@ -231,6 +239,7 @@ def self_test():
             "// objects/VMInstance" + py,                                # 9 missing Python file
             "auto p = dir / \"lib/libx.so\";",                          # 10 good: a build output
             "// lib/gen/x.h",                                            # 11 good: .gitignore names it
+            "mkpkg usr/share/pvc/x" + py,                               # 12 good: a path of an installed system
         ]) + "\n",
         ".gitignore": "/lib/gen/\n",
         "README" + md: "See " + sec + "1 here (none: README has no numbered section).\n",
