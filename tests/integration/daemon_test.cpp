@@ -99,7 +99,7 @@ TEST_F(DaemonTest, PrimaryWithNoOtherRunningCoordinatorStopsWithoutWaitingForASu
     EXPECT_NE(log.find("keeping the primary role through shutdown"), std::string::npos) << log;
 }
 
-TEST_F(DaemonTest, RegistersTheFullKeySetWithSpecEncodings) {
+TEST_F(DaemonTest, RegistersTheFullKeySetWithTheReferenceEncodings) {
     auto o = options("hv2");
     auto cfg = pvc::test::write_node_config(o);
     DaemonProcess d("hv2", cfg, o.base_dir / "out.log");

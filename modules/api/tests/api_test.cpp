@@ -63,7 +63,7 @@ TEST_F(ApiRoutes, KeysAreNeverLoggedAndEveryRequestIsOneAccessLine) {
     EXPECT_EQ(log.find("limit=x"), std::string::npos) << "query strings are not logged";
 }
 
-TEST_F(ApiRoutes, ClusterStatusHasTheSpecKeysInOrder) {
+TEST_F(ApiRoutes, ClusterStatusHasTheReferenceKeysInOrder) {
     auto r = get("/status");
     ASSERT_EQ(r.status, 200u) << r.body;
     std::vector<std::string> keys;
@@ -193,7 +193,7 @@ TEST_F(ApiRoutes, DefineRefusesMoreMemoryOrVcpusThanTheNodeHas) {
     EXPECT_FALSE(session->exists(path("domain.name", {U1})));
 }
 
-TEST_F(ApiRoutes, VmListAndElementServeTheObjectOfTheSpec) {
+TEST_F(ApiRoutes, VmListAndElementServeTheReferenceObject) {
     ASSERT_EQ(define("web1", U1).status, 200u);
     ASSERT_EQ(define("db1", U2, "hv2").status, 200u);
     auto list = get("/vm");

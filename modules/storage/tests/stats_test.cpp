@@ -21,7 +21,7 @@ TEST(PythonJson, EscapesNonAsciiAsPythonDoes) {
     EXPECT_EQ(python_json(OrderedJson("é")), R"("\u00e9")");
 }
 
-TEST(PoolStats, FieldsInTheSpecOrderFromCephDfAndRadosCounters) {
+TEST(PoolStats, FieldsInTheReferenceOrderFromCephDfAndRadosCounters) {
     auto df = df_pools(R"({"stats": {}, "pools": [{"name": "vms", "id": 3, "stats": {"stored": 100, "objects": 4,
         "kb_used": 1, "bytes_used": 300, "percent_used": 0.5, "max_avail": 9000}}]})");
     PoolCounters c;
@@ -68,7 +68,7 @@ TEST(OsdStatus, ParsesCeph14Layout) {
     EXPECT_EQ(rows.at("4").state, "exists,up");
 }
 
-TEST(OsdStats, MergedInTheSpecKeyOrderAndSkippedWhenAnIdIsMissing) {
+TEST(OsdStats, MergedInTheReferenceKeyOrderAndSkippedWhenAnIdIsMissing) {
     auto dump = osd_dump_fields(R"({"osds": [{"osd": 0, "uuid": "u0", "up": 1, "in": 1, "primary_affinity": 1.0}]})");
     auto df = osd_df_fields(R"({"nodes": [{"id": 0, "device_class": "ssd", "crush_weight": 0.0009, "reweight": 1.0,
         "kb": 1, "kb_used": 2, "kb_used_data": 3, "kb_used_omap": 4, "kb_used_meta": 5, "kb_avail": 6,

@@ -314,7 +314,7 @@ TEST_F(Storage, OwnStaleLockIsFreedBeforeAStart) {
     EXPECT_NE(logged().find("Flushing RBD locks"), std::string::npos);
 }
 
-TEST_F(Storage, AnotherHostsLockFailsTheStartWithTheSpecReasonAndStays) {
+TEST_F(Storage, AnotherHostsLockFailsTheStartWithTheReferenceReasonAndStays) {
     make_image("foreign");
     lock_image("foreign", "auto 99");
     auto calls = std::make_shared<CephCalls>();
