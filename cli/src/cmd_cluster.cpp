@@ -1,6 +1,7 @@
 // pvc cluster init | status | maintenance on|off
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -55,7 +56,7 @@ Health cluster_health(const std::vector<NodeView>& nodes, const std::vector<std:
     return h;
 }
 
-void cluster_status() {
+void cluster_status(bool json) {
     std::vector<NodeView> nodes;
     for (const auto& n : node_names()) nodes.push_back(read_node(n));
     std::vector<std::pair<std::string, std::string>> vms;
@@ -73,7 +74,7 @@ void cluster_status() {
     for (const auto& n : nodes) node_states[n.daemon_state + "," + n.domain_state]++;
     for (const auto& [name, state] : vms) vm_states[state]++;
 
-    if (json_output()) {
+    if (json) {
         nlohmann::json j;
         j["cluster_health"] = {{"health", maintenance ? nlohmann::json("N/A") : nlohmann::json(health.value)},
                                {"messages", health.messages}};
@@ -131,16 +132,18 @@ void add_cluster_commands(CLI::App& app) {
     });
 
     auto* status = cluster->add_subcommand("status", "Show cluster health, nodes and VM counts by state");
-    add_format_option(status);
+    auto format = std::make_shared<std::string>("table");
+    add_format_option(status, *format);
     status->footer("Examples:\n  pvc cluster status\n  pvc cluster status --format json | jq .cluster_health");
-    status->callback([] { cluster_status(); });
+    status->callback([format] { cluster_status(*format == "json"); });
 
-    static std::string mode;
     auto* maint = cluster->add_subcommand("maintenance", "Turn maintenance mode on or off (no fencing while on)");
-    maint->add_option("mode", mode, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
+    auto mode_arg = std::make_shared<std::string>();
+    maint->add_option("mode", *mode_arg, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
     maint->footer("Writes /config/maintenance = true|false.\n\nExamples:\n  pvc cluster maintenance on\n"
                   "  pvc cluster maintenance off");
-    maint->callback([] {
+    maint->callback([mode_arg] {
+        const std::string& mode = *mode_arg;
         if (!client::set_maintenance(*session(), mode == "on"))
             throw Failure("could not write the maintenance flag");
         std::cout << "Maintenance mode " << (mode == "on" ? "enabled" : "disabled") << "." << std::endl;

@@ -1,5 +1,6 @@
 // pvc node list | info | flush | ready | primary | secondary | log
 #include <iostream>
+#include <memory>
 #include <set>
 
 #include "commands.hpp"
@@ -15,20 +16,23 @@ namespace {
 using namespace std::chrono_literals;
 using schema::path;
 
+// The arguments of one node subcommand: each subcommand binds its own
+// instance (owned by its callback), so no value leaks between commands.
 struct NodeArgs {
     std::string node;
     bool wait = false;
     long lines = 100;
     bool follow = false;
+    std::string format = "table";
+    bool json() const { return format == "json"; }
 };
-NodeArgs args;
 
 std::string health_text(const NodeView& n) { return n.health ? std::to_string(*n.health) + "%" : "N/A"; }
 
-void node_list() {
+void node_list(const NodeArgs& args) {
     std::vector<NodeView> nodes;
     for (const auto& n : node_names()) nodes.push_back(read_node(n));
-    if (json_output()) {
+    if (args.json()) {
         nlohmann::json j = nlohmann::json::array();
         for (const auto& n : nodes) j.push_back(n.to_json());
         print_json(j);
@@ -47,10 +51,10 @@ void node_list() {
     t.print(std::cout);
 }
 
-void node_info() {
+void node_info(const NodeArgs& args) {
     require_node(args.node);
     NodeView n = read_node(args.node);
-    if (json_output()) {
+    if (args.json()) {
         print_json(n.to_json());
         return;
     }
@@ -79,7 +83,7 @@ void node_info() {
 
 // flush / ready: write the request unless the node is already there; with
 // --wait follow the running list until the domain state leaves the request.
-void node_domainstate(const std::string& request, const std::string& done_state) {
+void node_domainstate(const NodeArgs& args, const std::string& request, const std::string& done_state) {
     require_node(args.node);
     const std::string key = path("node.state.domain", {args.node});
     std::string current = read(key);
@@ -117,7 +121,7 @@ void node_domainstate(const std::string& request, const std::string& done_state)
 }
 
 // primary / secondary: ask for a hand-over through /config/primary_node.
-void node_router(const std::string& want) {
+void node_router(const NodeArgs& args, const std::string& want) {
     require_node(args.node);
     if (read(path("node.mode", {args.node})) == "hypervisor")
         throw Failure("cannot change the router mode of non-coordinator node " + args.node);
@@ -171,52 +175,59 @@ void add_node_commands(CLI::App& app) {
                  "  pvc node log hv1 --follow");
 
     auto* list = node->add_subcommand("list", "List the nodes with their states and resources");
-    add_format_option(list);
+    auto list_args = std::make_shared<NodeArgs>();
+    add_format_option(list, list_args->format);
     list->footer("Examples:\n  pvc node list\n  pvc node list --format json");
-    list->callback(node_list);
+    list->callback([list_args] { node_list(*list_args); });
 
     auto* info = node->add_subcommand("info", "Show one node in detail");
-    info->add_option("node", args.node, "Node name")->required();
-    add_format_option(info);
+    auto info_args = std::make_shared<NodeArgs>();
+    info->add_option("node", info_args->node, "Node name")->required();
+    add_format_option(info, info_args->format);
     info->footer("Examples:\n  pvc node info hv1\n  pvc node info hv1 --format json");
-    info->callback(node_info);
+    info->callback([info_args] { node_info(*info_args); });
 
     auto* flush = node->add_subcommand("flush", "Take a node out of service: its VMs migrate away");
-    flush->add_option("node", args.node, "Node name")->required();
-    flush->add_flag("-w,--wait", args.wait, "Wait until the node has finished flushing, showing progress");
+    auto flush_args = std::make_shared<NodeArgs>();
+    flush->add_option("node", flush_args->node, "Node name")->required();
+    flush->add_flag("-w,--wait", flush_args->wait, "Wait until the node has finished flushing, showing progress");
     flush->footer("Writes domainstate = flush (nothing if the node is already flushed).\n\n"
                   "Examples:\n  pvc node flush hv1\n  pvc node flush hv1 --wait");
-    flush->callback([] { node_domainstate("flush", "flushed"); });
+    flush->callback([flush_args] { node_domainstate(*flush_args, "flush", "flushed"); });
 
     auto* ready = node->add_subcommand("ready", "Return a node to service: its VMs come back");
+    auto ready_args = std::make_shared<NodeArgs>();
     ready->alias("unflush");
-    ready->add_option("node", args.node, "Node name")->required();
-    ready->add_flag("-w,--wait", args.wait, "Wait until the node is ready, showing progress");
+    ready->add_option("node", ready_args->node, "Node name")->required();
+    ready->add_flag("-w,--wait", ready_args->wait, "Wait until the node is ready, showing progress");
     ready->footer("Writes domainstate = unflush (nothing if the node is already ready).\n\n"
                   "Examples:\n  pvc node ready hv1\n  pvc node ready hv1 --wait");
-    ready->callback([] { node_domainstate("unflush", "ready"); });
+    ready->callback([ready_args] { node_domainstate(*ready_args, "unflush", "ready"); });
 
     auto* primary = node->add_subcommand("primary", "Make a coordinator the primary");
-    primary->add_option("node", args.node, "Coordinator name")->required();
-    primary->add_flag("-w,--wait", args.wait, "Wait until the node is primary");
+    auto primary_args = std::make_shared<NodeArgs>();
+    primary->add_option("node", primary_args->node, "Coordinator name")->required();
+    primary->add_flag("-w,--wait", primary_args->wait, "Wait until the node is primary");
     primary->footer("Examples:\n  pvc node primary hv2 --wait");
-    primary->callback([] { node_router("primary"); });
+    primary->callback([primary_args] { node_router(*primary_args, "primary"); });
 
     auto* secondary = node->add_subcommand("secondary", "Make the primary coordinator step down");
-    secondary->add_option("node", args.node, "Coordinator name")->required();
-    secondary->add_flag("-w,--wait", args.wait, "Wait until the node is secondary");
+    auto secondary_args = std::make_shared<NodeArgs>();
+    secondary->add_option("node", secondary_args->node, "Coordinator name")->required();
+    secondary->add_flag("-w,--wait", secondary_args->wait, "Wait until the node is secondary");
     secondary->footer("Writes /config/primary_node = none; another coordinator takes over.\n\n"
                       "Examples:\n  pvc node secondary hv1 --wait");
-    secondary->callback([] { node_router("secondary"); });
+    secondary->callback([secondary_args] { node_router(*secondary_args, "secondary"); });
 
     auto* log = node->add_subcommand("log", "Show a node daemon's log (kept in the cluster)");
-    log->add_option("node", args.node, "Node name")->required();
-    log->add_option("-l,--lines", args.lines, "Number of lines to show (default 100)")->check(CLI::PositiveNumber);
-    log->add_flag("-f,--follow", args.follow, "Keep printing new lines until interrupted");
+    auto log_args = std::make_shared<NodeArgs>();
+    log->add_option("node", log_args->node, "Node name")->required();
+    log->add_option("-l,--lines", log_args->lines, "Number of lines to show (default 100)")->check(CLI::PositiveNumber);
+    log->add_flag("-f,--follow", log_args->follow, "Keep printing new lines until interrupted");
     log->footer("Examples:\n  pvc node log hv1\n  pvc node log hv1 --lines 20 --follow");
-    log->callback([] {
-        require_node(args.node);
-        show_log(path("logs.messages", {args.node}), args.lines, args.follow);
+    log->callback([log_args] {
+        require_node(log_args->node);
+        show_log(path("logs.messages", {log_args->node}), log_args->lines, log_args->follow);
     });
 }
 

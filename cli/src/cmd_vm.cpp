@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <iostream>
 #include <sstream>
 
@@ -36,8 +37,12 @@ struct VmArgs {
     bool no_resource_check = false;  // define/modify: skip the reference's memory/vCPU admission
     long lines = 100;
     std::string state_filter, node_filter, tag_filter;
+    std::string format = "table";  // list, info: --format
+    bool json() const { return format == "json"; }
 };
-VmArgs a;
+// Each vm subcommand binds its own VmArgs, owned by its callback: no value
+// is shared between subcommands.
+using VmArgsPtr = std::shared_ptr<VmArgs>;
 
 std::string read_file(const std::string& file) {
     std::ifstream in(file);
@@ -99,7 +104,7 @@ std::optional<std::string> choose_target(const std::optional<std::string>& limit
 
 // ---- reads ----
 
-void vm_list() {
+void vm_list(const VmArgs& a) {
     std::vector<VmView> vms;
     for (const auto& u : vm_uuids()) {
         VmView v = read_vm(u);
@@ -114,7 +119,7 @@ void vm_list() {
         vms.push_back(std::move(v));
     }
     std::sort(vms.begin(), vms.end(), [](const VmView& x, const VmView& y) { return x.name < y.name; });
-    if (json_output()) {
+    if (a.json()) {
         nlohmann::json j = nlohmann::json::array();
         for (const auto& v : vms) j.push_back(v.to_json());
         print_json(j);
@@ -131,9 +136,9 @@ void vm_list() {
     t.print(std::cout);
 }
 
-void vm_info() {
+void vm_info(const VmArgs& a) {
     VmView v = read_vm(find_vm(a.vm));
-    if (json_output()) {
+    if (a.json()) {
         print_json(v.to_json(a.xml));
         return;
     }
@@ -169,7 +174,7 @@ void vm_info() {
 
 // ---- define / modify / remove ----
 
-void vm_define() {
+void vm_define(const VmArgs& a) {
     VmXml x = read_vm_xml(read_file(a.file), true);
     const std::string& name = x.dom.name;
     if (session()->exists(path("domain.name", {x.uuid})))
@@ -216,7 +221,7 @@ void vm_define() {
               << node << "." << std::endl;
 }
 
-void vm_modify() {
+void vm_modify(const VmArgs& a) {
     std::string u = find_vm(a.vm);
     std::vector<zk::KeyValue> meta;
     if (!a.node_limit.empty()) meta.push_back({path("domain.meta.node_limit", {u}), join(checked_limit(a.node_limit), ",")});
@@ -259,7 +264,7 @@ void vm_modify() {
     }
 }
 
-void vm_remove() {
+void vm_remove(const VmArgs& a) {
     std::string u = find_vm(a.vm);
     std::string name = read(path("domain.name", {u}));
     if (!a.yes) {
@@ -282,7 +287,7 @@ void refuse_if_deleting(const std::string& u, const std::string& state) {
     if (state == "delete") throw Failure("VM " + read(path("domain.name", {u})) + " is being removed");
 }
 
-void vm_set_state(const std::string& want) {
+void vm_set_state(const VmArgs& a, const std::string& want) {
     std::string u = find_vm(a.vm);
     std::string name = read(path("domain.name", {u}));
     std::string current = state_of(u);
@@ -341,7 +346,7 @@ void vm_set_state(const std::string& want) {
 }
 
 // migrate / move / unmigrate, written as the reference client writes them.
-void vm_relocate(const std::string& op) {
+void vm_relocate(const VmArgs& a, const std::string& op) {
     std::string u = find_vm(a.vm);
     std::string name = read(path("domain.name", {u}));
     std::string current = state_of(u);
@@ -413,7 +418,10 @@ CLI::App* vm_sub(CLI::App* vm, const std::string& name, const std::string& help,
     return c;
 }
 
-void add_vm_arg(CLI::App* c) { c->add_option("vm", a.vm, "VM name or UUID")->required(); }
+// A new subcommand of `vm` with its own arguments.
+VmArgsPtr vm_args() { return std::make_shared<VmArgs>(); }
+
+void add_vm_arg(CLI::App* c, VmArgs& a) { c->add_option("vm", a.vm, "VM name or UUID")->required(); }
 
 const std::vector<std::string> kSelectors = {"mem", "memprov", "load", "vcpus", "vms", "none"};
 const std::vector<std::string> kMethods = {"live", "shutdown", "none"};
@@ -426,107 +434,118 @@ void add_vm_commands(CLI::App& app) {
     vm->footer("Examples:\n  pvc vm define web1.xml --node hv1\n  pvc vm start web1 --wait\n  pvc vm list\n"
                "  pvc vm migrate web1 --live --wait\n  pvc vm log web1 --lines 50");
 
+    auto list_args = vm_args();
     auto* list = vm_sub(vm, "list", "List VMs", "  pvc vm list\n  pvc vm list --state start --node hv1\n"
                                                 "  pvc vm list web --format json");
-    list->add_option("filter", a.vm, "Only VMs whose name or UUID contains this text");
-    list->add_option("-s,--state", a.state_filter, "Only VMs in this state");
-    list->add_option("-n,--node", a.node_filter, "Only VMs assigned to this node");
-    list->add_option("-t,--tag", a.tag_filter, "Only VMs with this tag");
-    add_format_option(list);
-    list->callback(vm_list);
+    list->add_option("filter", list_args->vm, "Only VMs whose name or UUID contains this text");
+    list->add_option("-s,--state", list_args->state_filter, "Only VMs in this state");
+    list->add_option("-n,--node", list_args->node_filter, "Only VMs assigned to this node");
+    list->add_option("-t,--tag", list_args->tag_filter, "Only VMs with this tag");
+    add_format_option(list, list_args->format);
+    list->callback([list_args] { vm_list(*list_args); });
 
+    auto info_args = vm_args();
     auto* info = vm_sub(vm, "info", "Show one VM in detail", "  pvc vm info web1\n  pvc vm info web1 --format json");
-    add_vm_arg(info);
-    info->add_flag("-x,--xml", a.xml, "Include the libvirt XML");
-    add_format_option(info);
-    info->callback(vm_info);
+    add_vm_arg(info, *info_args);
+    info->add_flag("-x,--xml", info_args->xml, "Include the libvirt XML");
+    add_format_option(info, info_args->format);
+    info->callback([info_args] { vm_info(*info_args); });
 
+    auto define_args = vm_args();
     auto* define = vm_sub(vm, "define", "Add a VM to the cluster from a libvirt domain XML file (state stop)",
                           "  pvc vm define web1.xml\n  pvc vm define web1.xml --node hv1 --autostart\n"
                           "  pvc vm define db1.xml --node-limit hv1,hv2 --node-selector mem --migration-method live");
-    define->add_option("xml", a.file, "libvirt domain XML file (a <uuid> is generated if it has none)")->required();
-    define->add_option("-t,--node,--target", a.node, "Node to assign the VM to (default: chosen by the selector)");
-    define->add_option("-l,--node-limit", a.node_limit, "Comma-separated nodes the VM may run on");
-    define->add_option("-s,--node-selector", a.selector, "Target selector: mem, memprov, load, vcpus, vms, none")
+    define->add_option("xml", define_args->file, "libvirt domain XML file (a <uuid> is generated if it has none)")->required();
+    define->add_option("-t,--node,--target", define_args->node, "Node to assign the VM to (default: chosen by the selector)");
+    define->add_option("-l,--node-limit", define_args->node_limit, "Comma-separated nodes the VM may run on");
+    define->add_option("-s,--node-selector", define_args->selector, "Target selector: mem, memprov, load, vcpus, vms, none")
         ->check(CLI::IsMember(kSelectors));
-    define->add_flag("-a,--autostart", a.autostart, "Start the VM when its node is next readied");
-    define->add_flag("--no-resource-check", a.no_resource_check,
+    define->add_flag("-a,--autostart", define_args->autostart, "Start the VM when its node is next readied");
+    define->add_flag("--no-resource-check", define_args->no_resource_check,
                      "Skip the memory and vCPU admission (vCPUs < node CPUs - 2), e.g. on small lab nodes");
-    define->add_option("-m,--migration-method", a.method, "live, shutdown or none (live, then shutdown)")
+    define->add_option("-m,--migration-method", define_args->method, "live, shutdown or none (live, then shutdown)")
         ->check(CLI::IsMember(kMethods));
-    define->add_option("-g,--tag", a.tags, "Add a tag (repeatable)");
-    define->add_option("-G,--protected-tag", a.protected_tags, "Add a protected tag (repeatable)");
-    define->callback(vm_define);
+    define->add_option("-g,--tag", define_args->tags, "Add a tag (repeatable)");
+    define->add_option("-G,--protected-tag", define_args->protected_tags, "Add a protected tag (repeatable)");
+    define->callback([define_args] { vm_define(*define_args); });
 
+    auto modify_args = vm_args();
     auto* modify = vm_sub(vm, "modify", "Replace a VM's XML and/or change its metadata",
                           "  pvc vm modify web1 web1-new.xml --restart\n  pvc vm modify web1 --node-limit hv1,hv2\n"
                           "  pvc vm modify web1 --no-autostart --migration-method shutdown");
-    add_vm_arg(modify);
-    modify->add_option("xml", a.file, "New libvirt domain XML (same name and UUID)");
-    modify->add_flag("-r,--restart", a.restart, "Restart the VM to apply the new XML");
-    modify->add_option("-l,--node-limit", a.node_limit, "Comma-separated nodes the VM may run on");
-    modify->add_option("-s,--node-selector", a.selector, "mem, memprov, load, vcpus, vms, none")
+    add_vm_arg(modify, *modify_args);
+    modify->add_option("xml", modify_args->file, "New libvirt domain XML (same name and UUID)");
+    modify->add_flag("-r,--restart", modify_args->restart, "Restart the VM to apply the new XML");
+    modify->add_option("-l,--node-limit", modify_args->node_limit, "Comma-separated nodes the VM may run on");
+    modify->add_option("-s,--node-selector", modify_args->selector, "mem, memprov, load, vcpus, vms, none")
         ->check(CLI::IsMember(kSelectors));
-    auto* as = modify->add_flag("-a,--autostart", a.autostart, "Set autostart");
-    modify->add_flag("-A,--no-autostart", a.no_autostart, "Clear autostart")->excludes(as);
-    modify->add_option("-m,--migration-method", a.method, "live, shutdown or none")->check(CLI::IsMember(kMethods));
-    modify->add_option("-p,--profile", a.profile, "Provisioner profile name");
-    modify->callback(vm_modify);
+    auto* as = modify->add_flag("-a,--autostart", modify_args->autostart, "Set autostart");
+    modify->add_flag("-A,--no-autostart", modify_args->no_autostart, "Clear autostart")->excludes(as);
+    modify->add_option("-m,--migration-method", modify_args->method, "live, shutdown or none")->check(CLI::IsMember(kMethods));
+    modify->add_option("-p,--profile", modify_args->profile, "Provisioner profile name");
+    modify->callback([modify_args] { vm_modify(*modify_args); });
 
     for (auto [name, help] : std::vector<std::pair<std::string, std::string>>{
              {"start", "Start a VM on its node"},
              {"stop", "Stop a VM at once (power off)"},
              {"shutdown", "Shut a running VM down gracefully (ACPI)"},
              {"restart", "Restart a running VM gracefully"}}) {
+        auto state_args = vm_args();
         auto* c = vm_sub(vm, name, help, "  pvc vm " + name + " web1\n  pvc vm " + name + " web1 --wait");
-        add_vm_arg(c);
-        c->add_flag("-w,--wait", a.wait, "Wait until the node has carried it out");
-        c->callback([name = name] { vm_set_state(name); });
+        add_vm_arg(c, *state_args);
+        c->add_flag("-w,--wait", state_args->wait, "Wait until the node has carried it out");
+        c->callback([state_args, name = name] { vm_set_state(*state_args, name); });
     }
 
+    auto disable_args = vm_args();
     auto* disable = vm_sub(vm, "disable", "Shut a VM down (or stop it with --force) and mark it disabled",
                            "  pvc vm disable web1\n  pvc vm disable web1 --force");
-    add_vm_arg(disable);
-    disable->add_flag("-f,--force", a.force, "Stop instead of shutting down");
-    disable->callback([] { vm_set_state("disable"); });
+    add_vm_arg(disable, *disable_args);
+    disable->add_flag("-f,--force", disable_args->force, "Stop instead of shutting down");
+    disable->callback([disable_args] { vm_set_state(*disable_args, "disable"); });
 
+    auto migrate_args = vm_args();
     auto* migrate = vm_sub(vm, "migrate", "Migrate a VM temporarily to another node (remembering its home)",
                            "  pvc vm migrate web1\n  pvc vm migrate web1 --node hv2 --live --wait\n"
                            "  pvc vm migrate web1 --node hv3 --force");
-    add_vm_arg(migrate);
-    migrate->add_option("-t,--node,--target", a.node, "Target node (default: chosen by the selector)");
-    migrate->add_flag("-f,--force", a.force, "Migrate even if already migrated (keeps the original home)");
-    migrate->add_flag("--live,--force-live", a.live, "Live migration only, never shut down");
-    migrate->add_flag("-w,--wait", a.wait, "Wait until the migration has finished");
-    migrate->callback([] { vm_relocate("migrate"); });
+    add_vm_arg(migrate, *migrate_args);
+    migrate->add_option("-t,--node,--target", migrate_args->node, "Target node (default: chosen by the selector)");
+    migrate->add_flag("-f,--force", migrate_args->force, "Migrate even if already migrated (keeps the original home)");
+    migrate->add_flag("--live,--force-live", migrate_args->live, "Live migration only, never shut down");
+    migrate->add_flag("-w,--wait", migrate_args->wait, "Wait until the migration has finished");
+    migrate->callback([migrate_args] { vm_relocate(*migrate_args, "migrate"); });
 
+    auto move_args = vm_args();
     auto* move = vm_sub(vm, "move", "Move a VM permanently to another node",
                         "  pvc vm move web1 --node hv2\n  pvc vm move web1 --node <current node>   (make a migration permanent)");
-    add_vm_arg(move);
-    move->add_option("-t,--node,--target", a.node, "Target node (default: chosen by the selector)");
-    move->add_flag("--live,--force-live", a.live, "Live migration only, never shut down");
-    move->add_flag("-w,--wait", a.wait, "Wait until the migration has finished");
-    move->callback([] { vm_relocate("move"); });
+    add_vm_arg(move, *move_args);
+    move->add_option("-t,--node,--target", move_args->node, "Target node (default: chosen by the selector)");
+    move->add_flag("--live,--force-live", move_args->live, "Live migration only, never shut down");
+    move->add_flag("-w,--wait", move_args->wait, "Wait until the migration has finished");
+    move->callback([move_args] { vm_relocate(*move_args, "move"); });
 
+    auto unmigrate_args = vm_args();
     auto* unmigrate = vm_sub(vm, "unmigrate", "Return a migrated VM to its home node",
                              "  pvc vm unmigrate web1 --wait");
-    add_vm_arg(unmigrate);
-    unmigrate->add_flag("--live,--force-live", a.live, "Live migration only, never shut down");
-    unmigrate->add_flag("-w,--wait", a.wait, "Wait until the migration has finished");
-    unmigrate->callback([] { vm_relocate("unmigrate"); });
+    add_vm_arg(unmigrate, *unmigrate_args);
+    unmigrate->add_flag("--live,--force-live", unmigrate_args->live, "Live migration only, never shut down");
+    unmigrate->add_flag("-w,--wait", unmigrate_args->wait, "Wait until the migration has finished");
+    unmigrate->callback([unmigrate_args] { vm_relocate(*unmigrate_args, "unmigrate"); });
 
+    auto remove_args = vm_args();
     auto* remove = vm_sub(vm, "remove", "Stop a VM and delete it from the cluster",
                           "  pvc vm remove web1 --yes");
     remove->alias("undefine");
-    add_vm_arg(remove);
-    remove->add_flag("-y,--yes", a.yes, "Do not ask for confirmation");
-    remove->callback(vm_remove);
+    add_vm_arg(remove, *remove_args);
+    remove->add_flag("-y,--yes", remove_args->yes, "Do not ask for confirmation");
+    remove->callback([remove_args] { vm_remove(*remove_args); });
 
+    auto log_args = vm_args();
     auto* log = vm_sub(vm, "log", "Show a VM's serial console log", "  pvc vm log web1\n  pvc vm log web1 --lines 20 --follow");
-    add_vm_arg(log);
-    log->add_option("-l,--lines", a.lines, "Number of lines to show (default 100)")->check(CLI::PositiveNumber);
-    log->add_flag("-f,--follow", a.follow, "Keep printing new lines until interrupted");
-    log->callback([] { show_log(path("domain.console.log", {find_vm(a.vm)}), a.lines, a.follow); });
+    add_vm_arg(log, *log_args);
+    log->add_option("-l,--lines", log_args->lines, "Number of lines to show (default 100)")->check(CLI::PositiveNumber);
+    log->add_flag("-f,--follow", log_args->follow, "Keep printing new lines until interrupted");
+    log->callback([log_args] { show_log(path("domain.console.log", {find_vm(log_args->vm)}), log_args->lines, log_args->follow); });
 }
 
 }  // namespace pvc::cli

@@ -4,14 +4,9 @@
 
 namespace pvc::cli {
 
-void add_format_option(CLI::App* cmd) {
-    cmd->add_option("--format", globals().format, "Output format: table (default) or json")
+void add_format_option(CLI::App* cmd, std::string& format) {
+    cmd->add_option("--format", format, "Output format: table (default) or json")
         ->check(CLI::IsMember({"table", "json"}));
-}
-
-double& wait_timeout() {
-    static double t = 0;
-    return t;
 }
 
 void wait_for(const std::string& what, const std::function<bool()>& done, std::chrono::milliseconds poll,
@@ -20,7 +15,7 @@ void wait_for(const std::string& what, const std::function<bool()>& done, std::c
     while (true) {
         if (progress) progress();
         if (done()) return;
-        double limit = wait_timeout();
+        double limit = globals().wait_timeout;
         if (limit > 0 && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(limit))
             throw Failure("gave up after " + std::to_string(static_cast<long>(limit)) + " s waiting for " + what);
         pause(poll);

@@ -15,11 +15,9 @@ void add_node_commands(CLI::App& app);
 void add_vm_commands(CLI::App& app);
 void add_completion_command(CLI::App& app);
 
-// Seconds after which --wait gives up (0 = never).
-double& wait_timeout();
-
-// Adds `--format table|json` to a read command.
-void add_format_option(CLI::App* cmd);
+// Adds `--format table|json` to a read command, stored in `format` (a
+// member of that command's own arguments).
+void add_format_option(CLI::App* cmd, std::string& format);
 
 // Polls `done` every `poll` until it returns true. Gives up with a Failure
 // after --timeout seconds when one is set. `progress` (optional) is called

@@ -87,8 +87,6 @@ bool use_color() {
     return ::isatty(STDOUT_FILENO) == 1;
 }
 
-bool json_output() { return globals().format == "json"; }
-
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
 std::optional<std::string> read_opt(const std::string& path) { return session()->get(path); }

@@ -30,13 +30,15 @@ public:
     int status;
 };
 
-// Options every command shares (global flags).
+// The top-level options (pvc --zookeeper ... <command>): bound by main() to
+// the top-level command only, read by the helpers below. A subcommand's own
+// arguments (and its --format) live in a struct of that subcommand.
 struct GlobalOptions {
     std::string zookeeper;          // --zookeeper HOST[:PORT],...
     std::string config_file;        // --config pvcnoded.yaml
     double connect_timeout = 5.0;   // seconds
+    double wait_timeout = 0;        // --timeout: seconds after which --wait gives up (0 = never)
     bool no_color = false;
-    std::string format = "table";   // table | json (read commands)
 };
 
 GlobalOptions& globals();
@@ -52,7 +54,6 @@ void close_session();
 
 // True when colour escapes should be written to stdout.
 bool use_color();
-bool json_output();
 
 // Prints a JSON document (pretty) to stdout.
 void print_json(const nlohmann::json& j);

@@ -1,6 +1,7 @@
 // pvc completion bash: a completion script generated from the command tree,
 // so it always matches the commands and options this binary has.
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "commands.hpp"
@@ -55,10 +56,10 @@ std::string bash_completion(const CLI::App& app) {
 
 void add_completion_command(CLI::App& app) {
     auto* comp = app.add_subcommand("completion", "Print a shell completion script");
-    static std::string shell;
-    comp->add_option("shell", shell, "Shell (bash)")->required()->check(CLI::IsMember({"bash"}));
+    auto shell = std::make_shared<std::string>();
+    comp->add_option("shell", *shell, "Shell (bash)")->required()->check(CLI::IsMember({"bash"}));
     comp->footer("Examples:\n  source <(pvc completion bash)\n  pvc completion bash > /etc/bash_completion.d/pvc");
-    comp->callback([&app] { std::cout << bash_completion(app); });
+    comp->callback([&app, shell] { std::cout << bash_completion(app); });
 }
 
 }  // namespace pvc::cli

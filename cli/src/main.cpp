@@ -9,6 +9,49 @@
 
 using namespace pvc::cli;
 
+namespace {
+
+// The deepest command the arguments selected: pvc, pvc vm, pvc vm list, ...
+const CLI::App* selected_command(const CLI::App& app) {
+    const CLI::App* cmd = &app;
+    for (auto subs = cmd->get_subcommands(); !subs.empty(); subs = cmd->get_subcommands()) cmd = subs.front();
+    return cmd;
+}
+
+std::string command_path(const CLI::App* cmd) {
+    std::string path = cmd->get_name();
+    for (const CLI::App* p = cmd->get_parent(); p; p = p->get_parent()) path = p->get_name() + " " + path;
+    return path;
+}
+
+// Arguments no command took (an unknown command or option, an extra
+// positional): one line naming the first, and exit status 2. Checked before
+// --help is honoured and before a missing subcommand is reported, so
+// `pvc network --help` says that network is not a command instead of
+// printing the top-level help.
+bool report_unexpected(const CLI::App& app) {
+    auto extras = app.remaining(true);
+    if (extras.empty()) return false;
+    const CLI::App* cmd = selected_command(app);
+    const std::string where = command_path(cmd);
+    const std::string& first = extras.front();
+    std::string message;
+    auto subs = cmd->get_subcommands([](const CLI::App*) { return true; });
+    if (first.size() > 1 && first[0] == '-') {
+        message = "unknown option '" + first.substr(0, first.find('=')) + "' for '" + where + "'";
+    } else if (!subs.empty()) {
+        std::string names;
+        for (const auto* sub : subs) names += (names.empty() ? "" : ", ") + sub->get_name();
+        message = "'" + first + "' is not a command of '" + where + "' (its commands: " + names + ")";
+    } else {
+        message = "unexpected argument '" + first + "' for '" + where + "'";
+    }
+    std::cerr << "pvc: error: " << message << "\nRun '" << where << " --help' for its usage." << std::endl;
+    return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     CLI::App app{"pvc: administer a PVC (Parallel Virtual Cluster) cluster through its ZooKeeper"};
     app.name("pvc");
@@ -21,7 +64,7 @@ int main(int argc, char** argv) {
                    "Take the ensemble from the coordinators of this pvcnoded.yaml (pvc.cluster.coordinators)");
     app.add_option("--connect-timeout", g.connect_timeout, "Seconds to wait for the cluster (default 5)")
         ->check(CLI::PositiveNumber);
-    app.add_option("--timeout", wait_timeout(), "Give up a --wait after this many seconds (default: wait on)")
+    app.add_option("--timeout", g.wait_timeout, "Give up a --wait after this many seconds (default: wait on)")
         ->check(CLI::NonNegativeNumber);
     app.add_flag("--no-color", g.no_color, "Never colour the output (also env NO_COLOR)");
     app.footer(
@@ -42,15 +85,16 @@ int main(int argc, char** argv) {
     int status = exit_ok;
     try {
         app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        app.exit(e);
-        status = exit_ok;
-    } catch (const CLI::CallForAllHelp& e) {
-        app.exit(e);
-        status = exit_ok;
     } catch (const CLI::ParseError& e) {
-        app.exit(e);
-        status = e.get_exit_code() == 0 ? exit_ok : exit_usage;
+        // --help, a missing subcommand or an extra argument: an argument no
+        // command knows is named first (exit 2); otherwise CLI11 prints the
+        // help (exit 0) or its own usage error (exit 2).
+        if (report_unexpected(app)) {
+            status = exit_usage;
+        } else {
+            app.exit(e);
+            status = e.get_exit_code() == 0 ? exit_ok : exit_usage;
+        }
     } catch (const Failure& e) {
         std::cerr << "pvc: error: " << e.what() << std::endl;
         status = e.status;
