@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <thread>
 
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
+
+#include <spdlog/spdlog.h>
 
 namespace pvc::client {
 
@@ -46,22 +49,32 @@ std::vector<VfNic> minus(const std::vector<VfNic>& a, const std::vector<VfNic>& 
     return out;
 }
 
+// The versions a read-modify-write read, by path: its transaction sets (or
+// checks) each at that version, so a concurrent change in between fails it
+// with bad_version and the whole operation is redone from fresh reads
+// (write_guarded). -1: the key was absent (it is created then).
+using Expected = std::map<std::string, int32_t>;
+
 // Appends to `kvs` the claim of each VF registered on `node`; throws VfInUse,
-// writing nothing, when one is used by another VM.
+// writing nothing, when one is used by another VM. The VF's `used` and
+// `used_by` as read go into `expected`: two VMs claiming one VF at once
+// cannot both succeed.
 void claim_vfs(zk::Session& session, const std::string& uuid, const std::string& node, const std::vector<VfNic>& nics,
-               std::vector<zk::KeyValue>& kvs) {
+               std::vector<zk::KeyValue>& kvs, Expected& expected) {
     if (!is_safe_name(node)) return;
     std::vector<zk::KeyValue> claims;
     for (const auto& n : nics) {
         if (!session.exists(path("sriov_vf.phy", {node, n.vf}))) continue;  // no such VF on the node: nothing to track
-        if (session.get(path("sriov_vf.used", {node, n.vf})).value_or("") == "True") {
-            std::string owner = session.get(path("sriov_vf.used_by", {node, n.vf})).value_or("");
-            if (owner != uuid) {
-                std::string owner_name = owner.empty() ? "" : session.get(path("domain.name", {owner})).value_or("");
-                throw VfInUse("Attempted to use SR-IOV network \"" + n.vf + "\" which is already used by VM \"" +
-                              (owner_name.empty() ? owner : owner_name) + "\" on node \"" + node + "\".");
-            }
+        zk::Stat used_st, by_st;
+        auto used = session.get(path("sriov_vf.used", {node, n.vf}), &used_st);
+        auto owner = session.get(path("sriov_vf.used_by", {node, n.vf}), &by_st).value_or("");
+        if (used.value_or("") == "True" && owner != uuid) {
+            std::string owner_name = owner.empty() ? "" : session.get(path("domain.name", {owner})).value_or("");
+            throw VfInUse("Attempted to use SR-IOV network \"" + n.vf + "\" which is already used by VM \"" +
+                          (owner_name.empty() ? owner : owner_name) + "\" on node \"" + node + "\".");
         }
+        expected[path("sriov_vf.used", {node, n.vf})] = used ? used_st.version : -1;
+        expected[path("sriov_vf.used_by", {node, n.vf})] = by_st.version;
         claims.push_back({path("sriov_vf.used", {node, n.vf}), "True"});
         claims.push_back({path("sriov_vf.used_by", {node, n.vf}), uuid});
         if (!n.mac.empty()) claims.push_back({path("sriov_vf.mac", {node, n.vf}), n.mac});
@@ -70,17 +83,78 @@ void claim_vfs(zk::Session& session, const std::string& uuid, const std::string&
 }
 
 // Appends to `kvs` the release of each VF on `node` that this VM holds (a VF
-// another VM holds, or none, is left alone).
+// another VM holds, or none, is left alone); `used_by` as read goes into
+// `expected`, so a release never undoes another VM's claim made meanwhile.
 void release_vfs(zk::Session& session, const std::string& uuid, const std::string& node,
-                 const std::vector<VfNic>& nics, std::vector<zk::KeyValue>& kvs) {
+                 const std::vector<VfNic>& nics, std::vector<zk::KeyValue>& kvs, Expected& expected) {
     if (!is_safe_name(node)) return;
     for (const auto& n : nics) {
         if (!session.exists(path("sriov_vf.phy", {node, n.vf}))) continue;
-        if (session.get(path("sriov_vf.used_by", {node, n.vf})).value_or("") != uuid) continue;
+        zk::Stat by_st;
+        if (session.get(path("sriov_vf.used_by", {node, n.vf}), &by_st).value_or("") != uuid) continue;
+        expected[path("sriov_vf.used_by", {node, n.vf})] = by_st.version;
         kvs.push_back({path("sriov_vf.used", {node, n.vf}), "False"});
         kvs.push_back({path("sriov_vf.used_by", {node, n.vf}), ""});
         kvs.push_back({path("sriov_vf.mac", {node, n.vf}), session.get(path("sriov_vf.phy_mac", {node, n.vf})).value_or("")});
     }
+}
+
+// One commit of `kvs` as Session::write builds it, except that a key in
+// `expected` is set (or, not written, checked) at the version read.
+zk::Status commit_expected(zk::Session& session, const std::vector<zk::KeyValue>& kvs, const Expected& expected) {
+    zk::Transaction tx(session);
+    for (const auto& [p, data] : kvs) {
+        if (auto it = expected.find(p); it != expected.end()) {
+            if (it->second < 0) tx.create(p, data);
+            else tx.set(p, data, it->second);
+            continue;
+        }
+        zk::Stat st;
+        if (session.exists(p, &st)) {
+            tx.set(p, data, -1);
+            tx.check(p, st.version + 1);
+        } else {
+            tx.create(p, data);
+        }
+    }
+    for (const auto& [p, version] : expected) {
+        bool written = std::any_of(kvs.begin(), kvs.end(), [&](const zk::KeyValue& kv) { return kv.first == p; });
+        if (!written && version >= 0) tx.check(p, version);
+    }
+    return session.commit(tx);
+}
+
+// A read-modify-write: `build(kvs, expected)` reads what it needs and says
+// what to write; committed with its versions; redone from fresh reads when
+// another writer changed a key in between (bad_version, node_exists), so a
+// lost race is never a failure and never overwrites the winner's change.
+// False when a read or the write failed otherwise. `build` may throw
+// (VfInUse) to write nothing.
+template <class Build>
+bool write_guarded(zk::Session& session, Build&& build) {
+    constexpr int max_rounds = 100;
+    for (int round = 0; round < max_rounds; ++round) {
+        std::vector<zk::KeyValue> kvs;
+        Expected expected;
+        zk::Status st;
+        try {
+            build(kvs, expected);
+            if (kvs.empty()) return true;
+            if (expected.empty()) return session.write(kvs);  // blind: Session::write retries its own races
+            st = commit_expected(session, kvs, expected);
+        } catch (const zk::Error& e) {
+            spdlog::error("ZooKeeper write failed: {}", e.what());
+            return false;
+        }
+        if (st == zk::Status::ok) return true;
+        if (st != zk::Status::bad_version && st != zk::Status::node_exists) {
+            spdlog::error("ZooKeeper write of {} keys failed: {}", kvs.size(), zk::to_string(st));
+            return false;
+        }
+        if (round >= 2) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(round, 20)));
+    }
+    spdlog::error("ZooKeeper write lost {} races in a row; giving up", max_rounds);
+    return false;
 }
 
 }  // namespace
@@ -107,14 +181,34 @@ bool is_safe_name(std::string_view name) {
     return true;
 }
 
-bool write_under_state_lock(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
-                            const std::vector<zk::KeyValue>& kvs, std::chrono::milliseconds hold, std::stop_token stop) {
+namespace {
+
+// The state lock held around a read-modify-write (write_guarded): a node
+// daemon writes `state` without the lock (its results), so the write still
+// retries a lost version race inside it.
+template <class Build>
+bool guarded_under_state_lock(const std::shared_ptr<zk::Session>& session, const std::string& uuid, Build&& build,
+                              std::chrono::milliseconds hold, std::stop_token stop) {
     zk::Lock lock(session, path("domain.state", {uuid}), zk::LockKind::exclusive, new_uuid());
     if (!lock.acquire(std::nullopt, stop)) return false;
-    bool ok = session->write(kvs);
+    bool ok = false;
+    try {
+        ok = write_guarded(*session, build);
+    } catch (...) {
+        lock.release();
+        throw;
+    }
     if (ok) std::this_thread::sleep_for(hold);
     lock.release();
     return ok;
+}
+
+}  // namespace
+
+bool write_under_state_lock(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
+                            const std::vector<zk::KeyValue>& kvs, std::chrono::milliseconds hold, std::stop_token stop) {
+    return guarded_under_state_lock(
+        session, uuid, [&](std::vector<zk::KeyValue>& out, Expected&) { out = kvs; }, hold, stop);
 }
 
 bool change_vm_state(const std::shared_ptr<zk::Session>& session, const std::string& uuid, const std::string& state,
@@ -155,9 +249,12 @@ std::vector<zk::KeyValue> vm_tag_keys(const std::string& uuid, const std::string
 }
 
 bool define_vm(zk::Session& session, const VmDefinition& vm) {
-    auto kvs = vm_define_keys(vm);
-    claim_vfs(session, vm.uuid, vm.node, vf_nics(vm.xml), kvs);
-    if (!session.write(kvs)) return false;
+    const auto nics = vf_nics(vm.xml);
+    if (!write_guarded(session, [&](std::vector<zk::KeyValue>& kvs, Expected& expected) {
+            kvs = vm_define_keys(vm);
+            claim_vfs(session, vm.uuid, vm.node, nics, kvs, expected);
+        }))
+        return false;
     for (const auto& [tag, prot] : vm.tags)
         if (!session.write(vm_tag_keys(vm.uuid, tag, zk::py_bool(prot)))) return false;
     return true;
@@ -167,35 +264,42 @@ bool write_vm_xml(zk::Session& session, const std::string& uuid, const std::stri
                   const std::vector<std::string>& rbd_list, const std::string& xml) {
     std::string rbd;
     for (const auto& r : rbd_list) rbd += (rbd.empty() ? "" : ",") + r;
-    std::vector<zk::KeyValue> kvs{{path("domain.name", {uuid}), name},
-                                  {path("domain.storage.volumes", {uuid}), rbd},
-                                  {path("domain.xml", {uuid}), xml}};
-    auto now = vf_nics(xml), before = vf_nics(session.get(path("domain.xml", {uuid})).value_or(""));
-    if (!now.empty() || !before.empty()) {
+    const auto now = vf_nics(xml);
+    return write_guarded(session, [&](std::vector<zk::KeyValue>& kvs, Expected& expected) {
+        kvs = {{path("domain.name", {uuid}), name},
+               {path("domain.storage.volumes", {uuid}), rbd},
+               {path("domain.xml", {uuid}), xml}};
+        zk::Stat xml_st;
+        auto before = vf_nics(session.get(path("domain.xml", {uuid}), &xml_st).value_or(""));
+        if (now.empty() && before.empty()) return;
+        // The VFs claimed and released follow from the stored XML: replaced
+        // meanwhile by another writer, it is read again.
+        expected[path("domain.xml", {uuid})] = xml_st.version;
         std::string node = session.get(path("domain.node", {uuid})).value_or("");
         auto added = minus(now, before);
-        claim_vfs(session, uuid, node, added, kvs);
-        release_vfs(session, uuid, node, minus(before, now), kvs);
+        claim_vfs(session, uuid, node, added, kvs, expected);
+        release_vfs(session, uuid, node, minus(before, now), kvs, expected);
         if (has_hostdev(added)) kvs.push_back({path("domain.meta.migrate_method", {uuid}), "shutdown"});
-    }
-    return session.write(kvs);
+    });
 }
 
 bool relocate_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
                  const std::string& target_state, const std::string& node, const std::string& last_node,
                  std::stop_token stop) {
-    std::vector<zk::KeyValue> kvs{{path("domain.state", {uuid}), target_state},
-                                  {path("domain.node", {uuid}), node},
-                                  {path("domain.last_node", {uuid}), last_node}};
     auto nics = vf_nics(session->get(path("domain.xml", {uuid})).value_or(""));
-    if (!nics.empty()) {
-        std::string source = session->get(path("domain.node", {uuid})).value_or("");
-        if (source != node) {
-            claim_vfs(*session, uuid, node, nics, kvs);
-            release_vfs(*session, uuid, source, nics, kvs);
-        }
-    }
-    return write_under_state_lock(session, uuid, kvs, 500ms, stop);
+    return guarded_under_state_lock(
+        session, uuid,
+        [&](std::vector<zk::KeyValue>& kvs, Expected& expected) {
+            kvs = {{path("domain.state", {uuid}), target_state},
+                   {path("domain.node", {uuid}), node},
+                   {path("domain.last_node", {uuid}), last_node}};
+            if (nics.empty()) return;
+            std::string source = session->get(path("domain.node", {uuid})).value_or("");
+            if (source == node) return;
+            claim_vfs(*session, uuid, node, nics, kvs, expected);
+            release_vfs(*session, uuid, source, nics, kvs, expected);
+        },
+        500ms, stop);
 }
 
 bool undefine_vm(const std::shared_ptr<zk::Session>& session, const std::string& uuid,
@@ -206,9 +310,11 @@ bool undefine_vm(const std::shared_ptr<zk::Session>& session, const std::string&
     }
     if (!change_vm_state(session, uuid, "delete", stop)) return false;
     if (auto nics = vf_nics(session->get(path("domain.xml", {uuid})).value_or("")); !nics.empty()) {
-        std::vector<zk::KeyValue> kvs;
-        release_vfs(*session, uuid, session->get(path("domain.node", {uuid})).value_or(""), nics, kvs);
-        if (!kvs.empty() && !session->write(kvs)) return false;
+        if (!write_guarded(*session, [&](std::vector<zk::KeyValue>& kvs, Expected& expected) {
+                release_vfs(*session, uuid, session->get(path("domain.node", {uuid})).value_or(""), nics, kvs,
+                            expected);
+            }))
+            return false;
     }
     session->remove_recursive(path("domain.name", {uuid}));
     return true;

@@ -310,6 +310,27 @@ TEST_F(ApiRoutes, MetaAndTagsAreReadAndWritten) {
     EXPECT_EQ(post("/vm/web1/tags?action=paint&tag=x").json()["message"], "Tag action must be one of 'add', 'remove'.");
 }
 
+// Eight clients set the same VM's metadata at once: the writes race on the
+// keys' versions, and a lost race is redone, never answered with a 500.
+TEST_F(ApiRoutes, ConcurrentMetadataWritesAreAllAnswered200) {
+    ASSERT_EQ(define("web1", U1).status, 200u);
+    constexpr int clients = 8, rounds = 3;
+    std::vector<std::vector<unsigned>> statuses(clients);
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c)
+        threads.emplace_back([&, c] {
+            for (int r = 0; r < rounds; ++r)
+                statuses[static_cast<size_t>(c)].push_back(
+                    post("/vm/web1/meta?limit=hv1&selector=mem&profile=p" + std::to_string(c) + "r" + std::to_string(r))
+                        .status);
+        });
+    for (auto& t : threads) t.join();
+    for (int c = 0; c < clients; ++c)
+        for (unsigned st : statuses[static_cast<size_t>(c)]) EXPECT_EQ(st, 200u) << "client " << c;
+    std::string profile = key("domain.profile", {U1});
+    EXPECT_TRUE(profile.size() == 4 && profile[0] == 'p' && profile.substr(2) == "r2") << profile;
+}
+
 TEST_F(ApiRoutes, ModifyReplacesTheXmlAndKeepsTheName) {
     ASSERT_EQ(define("web1", U1).status, 200u);
     std::string xml = vm_xml("web1", U1, 1024, 2);

@@ -11,6 +11,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
+#include <random>
+#include <thread>
 
 namespace pvc::zk {
 
@@ -379,23 +382,40 @@ Status SessionImpl::commit(const Transaction& tx) {
     return status_of(rc);
 }
 
+// A write is blind (its values do not depend on what the keys held), so a
+// concurrent writer that slipped in between our reads of the versions and the
+// commit (bad_version on a check, node_exists on a create) only means our
+// versions are stale: the write is built again from fresh versions and
+// committed, and the last writer wins, as with any plain set. Without this a
+// lost race was a failed write (an API 500, a failed command) although
+// nothing was wrong. Bounded: every failed round is another writer's success.
 bool SessionImpl::write(const std::vector<KeyValue>& kvs) {
-    Transaction tx(*this);
-    try {
-        for (const auto& [path, data] : kvs) {
-            Stat s;
-            if (exists(path, &s)) {
-                tx.set(path, data, -1);
-                tx.check(path, s.version + 1);
-            } else {
-                tx.create(path, data);
+    constexpr int max_rounds = 100;
+    Status s = Status::ok;
+    for (int round = 0; round < max_rounds; ++round) {
+        Transaction tx(*this);
+        try {
+            for (const auto& [path, data] : kvs) {
+                Stat st;
+                if (exists(path, &st)) {
+                    tx.set(path, data, -1);
+                    tx.check(path, st.version + 1);
+                } else {
+                    tx.create(path, data);
+                }
             }
+        } catch (const Error& e) {
+            spdlog::error("ZooKeeper write failed: {}", e.what());
+            return false;
         }
-    } catch (const Error& e) {
-        spdlog::error("ZooKeeper write failed: {}", e.what());
-        return false;
+        s = commit(tx);
+        if (s != Status::bad_version && s != Status::node_exists) break;
+        // Many writers on one key: spread the next rounds a little.
+        if (round >= 2) {
+            thread_local std::minstd_rand jitter(static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+            std::this_thread::sleep_for(std::chrono::microseconds(jitter() % (200u * static_cast<unsigned>(std::min(round, 20)))));
+        }
     }
-    Status s = commit(tx);
     if (s != Status::ok) {
         std::string keys;
         for (const auto& kv : kvs) keys += (keys.empty() ? "" : ", ") + kv.first;
