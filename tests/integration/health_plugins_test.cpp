@@ -250,29 +250,46 @@ TEST_F(BundledPluginTest, PsqlReportsUnreachableDatabase) {
     EXPECT_EQ(key("node.monitoring.health"), "50");
 }
 
-// With networking off the reference's dictionary has no database keys: the
-// plugin's run fails (the KeyError of the port is caught, the one of the
-// database name in its message is not) and the node's health is untouched
-// (no false drop of 50 for a database this node was never meant to have).
-TEST_F(BundledPluginTest, PsqlWithoutNetworkingFailsItsRunAndSubtractsNothing) {
+// With networking off the reference's dictionary has no database keys (the
+// reference's file failed every run with a KeyError traceback): the plugin
+// refuses to load, saying why, without a traceback, and subtracts nothing.
+TEST_F(BundledPluginTest, PsqlWithoutNetworkingRefusesToLoadSayingWhy) {
     bundle("psql");
     auto h = host(config());  // enable_networking: false
     h->load();
-    pass(*h);
-    EXPECT_TRUE(log_has("Monitoring plugin psql failed: KeyError: 'metadata_postgresql_dbname'")) << log_text();
-    EXPECT_EQ(message("psql"), "Initializing");
-    EXPECT_EQ(delta("psql"), 0);
-    EXPECT_EQ(key("node.monitoring.health"), "100");
+    EXPECT_TRUE(h->plugin_names().empty());
+    EXPECT_TRUE(log_has("warning: Failed to load monitoring plugin: No PostgreSQL databases to check: networking is "
+                        "not enabled on this node (enable_networking: false)"))
+        << log_text();
+    EXPECT_FALSE(log_has("Traceback")) << log_text();
 }
 
-TEST_F(BundledPluginTest, NicsWithoutNetworkingConfigurationFailsTheRunClearly) {
+TEST_F(BundledPluginTest, NicsWithoutNetworkingRefusesToLoadSayingWhy) {
     bundle("nics");
     auto h = host(config());  // enable_networking: false -> no device keys, as on a reference node
     h->load();
+    EXPECT_TRUE(h->plugin_names().empty());
+    EXPECT_TRUE(log_has("warning: Failed to load monitoring plugin: No network devices to check: networking is not "
+                        "enabled on this node (enable_networking: false)"))
+        << log_text();
+    EXPECT_FALSE(log_has("Traceback")) << log_text();
+}
+
+// A configured device that does not exist fails the run with its name and
+// key (a PluginError: no traceback); the node's health is untouched.
+TEST_F(BundledPluginTest, NicsWithAMissingDeviceFailsTheRunNamingIt) {
+    bundle("nics");
+    auto h = host(config(HealthOptions().with_networking({"pvcnodev0", "pvcnodev1", "pvcnodev2", "pvcnodev2"})));
+    h->load();
+    ASSERT_EQ(h->plugin_names(), std::vector<std::string>{"nics"});
     pass(*h);
-    EXPECT_TRUE(log_has("Monitoring plugin nics failed: KeyError: 'bridge_dev'")) << log_text();
+    EXPECT_TRUE(log_has("Monitoring plugin nics failed: PluginError: network device pvcnodev0 (bridge_dev) does not "
+                        "exist"))
+        << log_text();
+    EXPECT_FALSE(log_has("Traceback")) << log_text();
     EXPECT_EQ(message("nics"), "Initializing");
     EXPECT_EQ(delta("nics"), 0);
+    EXPECT_EQ(key("node.monitoring.health"), "100");
 }
 
 // nics on real veth pairs, in a network namespace of the test's own: the
@@ -487,9 +504,10 @@ TEST_F(BundledPluginTest, AllShippedPluginsTogether) {
     auto h = host(config(HealthOptions().with_plugin_timeout(30)));
     h->load();
     auto names = h->plugin_names();
-    // hwrd and psur refuse to load without their hardware; all others load.
-    EXPECT_EQ(names, (std::vector<std::string>{"disk", "dpkg", "edac", "ipmi", "kydb", "lbvt", "load", "nics", "psql",
-                                               "zkpr"}));
+    // hwrd and psur refuse to load without their hardware, nics and psql
+    // without networking (off here); all others load.
+    EXPECT_EQ(names, (std::vector<std::string>{"disk", "dpkg", "edac", "ipmi", "kydb", "lbvt", "load", "zkpr"}));
+    EXPECT_FALSE(log_has("Traceback")) << log_text();
     pass(*h, "client", 60s);
     ASSERT_TRUE(h->health());
     int sum = 0;

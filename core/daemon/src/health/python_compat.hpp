@@ -300,10 +300,14 @@ def partial_delta(plugin):
 
 
 def describe(exc_type, exc_value, exc_tb):
+    # A PluginError is the plugin's own worded failure (a refusal from setup,
+    # a run that cannot check): its message says it all, no traceback. Any
+    # other exception is a plugin bug: its traceback is logged too.
+    plugin_error = isinstance(exc_type, type) and issubclass(exc_type, PluginError)
     return (
         exc_type.__name__,
         str(exc_value),
-        "".join(traceback.format_exception(exc_type, exc_value, exc_tb)).rstrip(),
+        "" if plugin_error else "".join(traceback.format_exception(exc_type, exc_value, exc_tb)).rstrip(),
     )
 )PY";
 
