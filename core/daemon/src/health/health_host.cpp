@@ -529,9 +529,13 @@ struct HealthHost::Core : std::enable_shared_from_this<HealthHost::Core> {
                                  : coordinator_state == "secondary" ? ansi::blue
                                                                     : ansi::cyan;
         const char* health_colour = total > 90 ? ansi::green : total > 50 ? ansi::yellow : ansi::red;
-        log.tick("{}{} healthcheck @ {}{} [{}{}{}{}] result is {}{}%{} in {} seconds", ansi::purple, cfg->node,
-                 local_timestamp(start_time), ansi::end, ansi::bold, cst_colour, coordinator_state, ansi::end,
-                 health_colour, total, ansi::end, two_decimals(std::chrono::duration<double>(wall).count()));
+        if (cfg->log_colours)
+            log.tick("{}{} healthcheck @ {}{} [{}{}{}{}] result is {}{}%{} in {} seconds", ansi::purple, cfg->node,
+                     local_timestamp(start_time), ansi::end, ansi::bold, cst_colour, coordinator_state, ansi::end,
+                     health_colour, total, ansi::end, two_decimals(std::chrono::duration<double>(wall).count()));
+        else  // as the keepalive line: no escape codes in a log without colours
+            log.tick("{} healthcheck @ {} [{}] result is {}% in {} seconds", cfg->node, local_timestamp(start_time),
+                     coordinator_state, total, two_decimals(std::chrono::duration<double>(wall).count()));
 
         {
             std::lock_guard g(m);
