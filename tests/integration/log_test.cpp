@@ -1,7 +1,8 @@
 // The daemon's log sink: the ZooKeeper ring (/logs/<node>/messages, batched
-// to at most one write per zookeeper_log_interval_ms, drained at shutdown,
-// same value as the reference) against a real ZooKeeper, and the log file
-// reopened on SIGHUP while many threads log.
+// to at most one write per zookeeper_log_interval_ms, routine lines held for
+// zookeeper_log_batch_ms unless a warning or error comes, drained at shutdown
+// but not over a lost connection, same value as the reference) against a
+// real ZooKeeper, and the log file reopened on SIGHUP while many threads log.
 #include <unistd.h>
 
 #include <atomic>
@@ -44,11 +45,14 @@ class ZooKeeperLog : public ::testing::Test {
 protected:
     void SetUp() override { zk = pvc::zk::Session::connect({server.hosts()}); }
 
-    std::shared_ptr<pvc::LogSink> sink(int lines, int interval_ms) {
+    // batch_ms 0: routine lines are written as warnings are (the tests of
+    // the interval); the batching of routine lines has tests of its own.
+    std::shared_ptr<pvc::LogSink> sink(int lines, int interval_ms, int batch_ms = 0) {
         pvc::Config c;
         c.zookeeper_logging = true;
         c.node_log_lines = lines;
         c.zookeeper_log_interval_ms = interval_ms;
+        c.zookeeper_log_batch_ms = batch_ms;
         return pvc::make_log_sink(&c);
     }
     std::string messages() { return zk->get(messages_path).value_or(""); }
@@ -222,6 +226,74 @@ TEST_F(ZooKeeperLog, ShutdownWritesTheLinesOfThePeriodAtOnce) {
     ASSERT_EQ(lines.size(), 51u) << messages();
     EXPECT_NE(lines.back().find("late line 49"), std::string::npos) << lines.back();
     EXPECT_EQ(version(), v0 + 1);
+}
+
+// Routine lines (info, the keepalive's) wait for the batch window; a
+// warning is written at once (well within 1 s) and takes them along, in one
+// write. The lines logged before attach_zookeeper (the start-up's) are
+// written at once.
+TEST_F(ZooKeeperLog, RoutineLinesWaitForTheWindowAndAWarningTakesThemAlong) {
+    auto s = sink(100, 1000, 60000);
+    pvc::Logger log(s, "");
+    log.info("start-up line");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("start-up line") != std::string::npos; }, 10s));
+    const int32_t v0 = version();
+    log.info("routine line");
+    pvc::hold_zookeeper_log(s);
+    log.tick("keepalive line");
+    pvc::release_zookeeper_log(s);
+    // More than the interval: only the batch window holds them back.
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_EQ(version(), v0) << messages();
+    EXPECT_EQ(messages().find("routine line"), std::string::npos);
+    const auto warned = Clock::now();
+    log.warn("something is wrong");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("something is wrong") != std::string::npos; }, 10s));
+    const auto took = Clock::now() - warned;
+    EXPECT_LT(took, pvc::test::scaled(1s)) << std::chrono::duration<double>(took).count() << " s";
+    auto value = messages();
+    EXPECT_NE(value.find("routine line"), std::string::npos) << value;
+    EXPECT_NE(value.find("keepalive line"), std::string::npos) << value;
+    EXPECT_EQ(version(), v0 + 1);
+    pvc::shutdown_log_sink(s);
+}
+
+// Routine lines alone are written when the window of the oldest ends, in one write.
+TEST_F(ZooKeeperLog, RoutineLinesAreWrittenWhenTheWindowEnds) {
+    const auto window = 1500ms;
+    auto s = sink(100, 100, static_cast<int>(window.count()));
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.error("attach");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("attach") != std::string::npos; }, 10s));
+    std::this_thread::sleep_for(300ms);
+    const int32_t v0 = version();
+    const auto first = Clock::now();
+    for (int i = 0; i < 5; ++i) {
+        log.info("routine {}", i);
+        std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("routine 4") != std::string::npos; }, 10s));
+    EXPECT_GE(Clock::now() - first, window - 50ms);
+    EXPECT_EQ(version(), v0 + 1) << messages();
+    pvc::shutdown_log_sink(s);
+}
+
+// ZooKeeper gone: the drain at shutdown does not wait for a connection
+// (each write would wait an operation timeout); the lines stay in the file.
+TEST_F(ZooKeeperLog, TheDrainDoesNotWaitForALostConnection) {
+    auto s = sink(100, 1000, 60000);
+    pvc::Logger log(s, "");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    ASSERT_TRUE(pvc::test::eventually([&] { return version() >= 0; }, 10s));
+    server.stop();
+    ASSERT_TRUE(pvc::test::eventually([&] { return !zk->connected(); }, 10s));
+    log.info("a line nobody will read in ZooKeeper");
+    const auto t0 = Clock::now();
+    pvc::shutdown_log_sink(s);
+    const auto took = Clock::now() - t0;
+    EXPECT_LT(took, pvc::test::scaled(1s)) << std::chrono::duration<double>(took).count() << " s";
 }
 
 TEST_F(ZooKeeperLog, LinesOfEarlierRunsAreKeptInFront) {

@@ -183,6 +183,7 @@ TEST(ConfigSample, ParsesForPvchv1) {
     EXPECT_EQ(c.console_log_lines, 1000);
     EXPECT_EQ(c.node_log_lines, 2000);
     EXPECT_EQ(c.zookeeper_log_interval_ms, 1000);
+    EXPECT_EQ(c.zookeeper_log_batch_ms, 60000);
     EXPECT_EQ(c.dynamic_directory, "/run/pvc");
 }
 
@@ -366,6 +367,20 @@ TEST(ConfigOurs, ZookeeperLogIntervalIsOptionalAndRangeChecked) {
         auto* p = find_problem(problems, "pvc.system.configuration.logging.zookeeper_log_interval_ms");
         ASSERT_NE(p, nullptr) << bad << "\n" << dump(problems);
         EXPECT_EQ(p->line, line_of(text, std::string("zookeeper_log_interval_ms: ") + bad));
+    }
+}
+
+TEST(ConfigOurs, ZookeeperLogBatchIsOptionalAndRangeChecked) {
+    EXPECT_EQ(pvc::parse_config(minimal, "t", host("pvchv2.example.com")).zookeeper_log_batch_ms, 60000);
+    std::string zero = replace(sample_text(), "zookeeper_log_batch_ms: 60000", "zookeeper_log_batch_ms: 0");
+    EXPECT_EQ(pvc::parse_config(zero, "t", host()).zookeeper_log_batch_ms, 0);
+    for (const char* bad : {"-1", "600001", "slow"}) {
+        std::string text =
+            replace(sample_text(), "zookeeper_log_batch_ms: 60000", std::string("zookeeper_log_batch_ms: ") + bad);
+        auto problems = problems_of(text);
+        auto* p = find_problem(problems, "pvc.system.configuration.logging.zookeeper_log_batch_ms");
+        ASSERT_NE(p, nullptr) << bad << "\n" << dump(problems);
+        EXPECT_EQ(p->line, line_of(text, std::string("zookeeper_log_batch_ms: ") + bad));
     }
 }
 

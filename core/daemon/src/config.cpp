@@ -443,6 +443,8 @@ Config build(const ConfigNode& root, const HostIdentity& host, Reader& r) {
                 r.problem(node_lines, "required key is missing (required when zookeeper_logging is true)");
             r.read_int(node_lines, c.node_log_lines, 0);
             r.read_int(r.child(logging, "zookeeper_log_interval_ms"), c.zookeeper_log_interval_ms, 0, 60000);
+            c.zookeeper_log_batch_ms = 60000;  // when absent: a minute
+            r.read_int(r.child(logging, "zookeeper_log_batch_ms"), c.zookeeper_log_batch_ms, 0, 600000);
         }
 
         sys_networking = r.child(configuration, "networking");

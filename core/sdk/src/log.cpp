@@ -174,6 +174,8 @@ public:
             ring_ = LogRing(ring_max);
             zk_period_ = std::chrono::milliseconds(cfg->zookeeper_log_interval_ms);
             gather_ = std::min(zk_period_ / 4, std::chrono::milliseconds(200));
+            batch_ = std::chrono::milliseconds(cfg->zookeeper_log_batch_ms);
+            routine_delay_ = std::max(batch_, gather_);
             for (std::string s : {cfg->ipmi_password, cfg->dns_database.pass.value_or(""),
                                   cfg->metadata_database.pass.value_or("")})
                 if (s.size() >= 3 && s != "null") secrets_.push_back(std::move(s));
@@ -221,23 +223,32 @@ public:
         if (zk_enabled_) {
             // The ZooKeeper copy always starts with a timestamp.
             std::string zline = dates_ && state != LogState::none ? line : timestamp() + " " + line;
+            const bool urgent = state == LogState::warning || state == LogState::error;
             std::lock_guard g(m_);
             ring_.push(zline);
             // Only the first line after a write wakes the writer (it then
-            // waits for the period on its own); none while a batch is held.
+            // waits on its own until the batch is due), and the first warning
+            // or error, which brings it forward; none while a batch is held.
+            bool wake = false;
             if (!dirty_) {
                 first_dirty_ = std::chrono::steady_clock::now();
                 dirty_ = true;
-                if (held_ == 0) cv_.notify_one();
+                wake = true;
             }
+            if (urgent && !urgent_) {
+                first_urgent_ = std::chrono::steady_clock::now();
+                urgent_ = true;
+                wake = true;
+            }
+            if (wake && held_ == 0) cv_.notify_one();
         }
     }
 
     // A batch of lines (the keepalive's) logged on one thread: they wake no
-    // writer; release() writes the ring at once on that thread when a period
-    // has passed since the last write and the session is connected (so a
-    // keepalive costs the writer thread no wake-up at all), else hands it to
-    // the writer.
+    // writer; release() writes the ring at once on that thread when the lines
+    // not written yet are due (below) and the session is connected (so a
+    // keepalive costs the writer thread no wake-up at all), else hands them
+    // to the writer.
     void hold() {
         std::lock_guard g(m_);
         ++held_;
@@ -251,8 +262,11 @@ public:
             // Never on a lost connection: the keepalive thread must not wait
             // out a second ZooKeeper timeout for its log lines (the writer
             // retries them on its own thread).
+            // The batch is complete: no gather for it, only the window of
+            // routine lines and the interval.
+            const auto now = std::chrono::steady_clock::now();
             if (!writer_.joinable() || stop_ || writing_ || !session_ || !session_->connected() ||
-                std::chrono::steady_clock::now() < last_write_ + zk_period_) {
+                now < last_write_ + zk_period_ || (!urgent_ && now < first_dirty_ + batch_)) {
                 cv_.notify_one();
                 return;
             }
@@ -285,8 +299,11 @@ public:
         // Keep what earlier runs left, in front of this run's lines.
         if (existing && !existing->empty()) ring_.prepend(*existing);
         version_ = existing ? stat.version : -1;
+        // The lines logged so far (the start-up's) are written at once.
         if (!dirty_) first_dirty_ = std::chrono::steady_clock::now();
         dirty_ = true;
+        if (!urgent_) first_urgent_ = std::chrono::steady_clock::now();
+        urgent_ = true;
         stop_ = false;
         attaching_ = false;
         writer_ = std::thread([this] { run_writer(); });
@@ -314,18 +331,36 @@ public:
     }
 
 private:
-    // At most one write per zk_period_ (issue: a write per line rewrote the
-    // whole ring for every line); at shutdown the last lines are written at once.
-    // After a quiet spell the first line waits a little (a quarter period, at
-    // most 200 ms) for the lines logged with it (a health pass logs one per
-    // plugin), so such a burst costs one write, not two. The keepalive's
-    // lines are a held batch written by release() instead.
+    // Each write sends the whole ring (the value readers expect: the last
+    // node_log_lines lines), 100-200 KB once it is full, into ZooKeeper's
+    // transaction log and its in-memory copy of recent transactions. So:
+    // routine lines (all but warnings and errors: the keepalive's, info,
+    // debug) are written routine_delay_ (zookeeper_log_batch_ms, 60 s in
+    // the sample) after the oldest of them was logged, all in one write; a
+    // warning or error brings the write forward to a gather_ after it (at
+    // most 200 ms, for the lines logged with it), and the lines waiting go
+    // with it. Either way at most one write per zk_period_
+    // (zookeeper_log_interval_ms, 1 s). An idle node writes its ring about
+    // once a minute instead of at each keepalive. At shutdown the last
+    // lines are written at once. The keepalive's lines are a held batch
+    // that release() writes when due instead.
+    std::chrono::steady_clock::time_point due_locked() const {
+        auto batch = urgent_ ? first_urgent_ + gather_ : first_dirty_ + routine_delay_;
+        return std::max(last_write_ + zk_period_, batch);
+    }
+
     void run_writer() {
         std::unique_lock lk(m_);
         for (;;) {
             cv_.wait(lk, [this] { return dirty_ || stop_; });
             if (!dirty_ && stop_ && !writing_) return;
-            cv_.wait_until(lk, std::max(last_write_ + zk_period_, first_dirty_ + gather_), [this] { return stop_; });
+            // Until the batch is due; a warning logged meanwhile wakes us
+            // with an earlier time.
+            while (!stop_ && dirty_ && !writing_) {
+                auto when = due_locked();
+                if (std::chrono::steady_clock::now() >= when) break;
+                cv_.wait_until(lk, when);
+            }
             if (writing_) {
                 // release() is writing on its thread: it may take these lines too.
                 written_cv_.wait(lk, [this] { return !writing_; });
@@ -335,9 +370,14 @@ private:
                 if (stop_) return;
                 continue;
             }
+            // The drain at shutdown only over a connected session: a write
+            // would wait an operation timeout for a connection (with
+            // ZooKeeper gone the shutdown has closed the session, and
+            // nothing is waited for).
+            if (stop_ && !session_->connected()) return;
             bool ok = write_locked(lk);
             if (!ok) {
-                if (stop_ && std::chrono::steady_clock::now() >= drain_deadline_) return;
+                if (stop_ && (std::chrono::steady_clock::now() >= drain_deadline_ || !session_->connected())) return;
                 cv_.wait_for(lk, std::chrono::milliseconds(500));
             }
             if (stop_ && !dirty_) return;
@@ -355,13 +395,24 @@ private:
             return false;  // no memory for the snapshot: the lines stay for a later write
         }
         writing_ = true;
+        const bool was_urgent = urgent_;
+        const auto was_first = first_dirty_, was_first_urgent = first_urgent_;
         dirty_ = false;
+        urgent_ = false;
         lk.unlock();
         bool ok = write_ring();
         lk.lock();
         writing_ = false;
         last_write_ = std::chrono::steady_clock::now();
-        if (!ok) dirty_ = true;
+        if (!ok) {
+            // Not written: the lines stay due as they were (with any logged meanwhile).
+            first_dirty_ = dirty_ ? std::min(first_dirty_, was_first) : was_first;
+            dirty_ = true;
+            if (was_urgent) {
+                first_urgent_ = urgent_ ? std::min(first_urgent_, was_first_urgent) : was_first_urgent;
+                urgent_ = true;
+            }
+        }
         written_cv_.notify_all();
         return ok;
     }
@@ -417,12 +468,16 @@ private:
     LogRing ring_{0};
     std::chrono::milliseconds zk_period_{1000};
     std::chrono::milliseconds gather_{200};
+    std::chrono::milliseconds batch_{0};           // zookeeper_log_batch_ms
+    std::chrono::milliseconds routine_delay_{200};  // max(batch_, gather_)
     bool dirty_ = false, stop_ = false, attaching_ = false, writing_ = false;
+    bool urgent_ = false;                          // a warning or error among the lines not written yet
     int held_ = 0;                                 // hold() without release() yet
     std::chrono::steady_clock::time_point last_write_{};
     std::string out_;                              // the value being written (writing_'s owner only)
     std::chrono::steady_clock::time_point drain_deadline_;
     std::chrono::steady_clock::time_point first_dirty_;  // the oldest line not written yet
+    std::chrono::steady_clock::time_point first_urgent_;  // the oldest warning or error not written yet
     std::thread writer_;
     std::shared_ptr<zk::Session> session_;
     std::string path_;

@@ -131,8 +131,16 @@ struct Config {
     int console_log_lines = 0;
     int node_log_lines = 0;
     // Not in the reference: at most one write of /logs/<node>/messages per
-    // this many milliseconds (0: one write per line, as the reference).
+    // this many milliseconds (0: one write per line, as the reference, when
+    // zookeeper_log_batch_ms is 0 too).
     int zookeeper_log_interval_ms = 1000;
+    // Not in the reference: routine lines (all but warnings and errors) are
+    // written at most this many milliseconds after they were logged, in one
+    // write of the ring; a warning or error is written at once (within
+    // zookeeper_log_interval_ms of the previous write) and takes them along.
+    // 0 here (a Config built in code writes routine lines as warnings); the
+    // file's default, when the key is absent, is 60000.
+    int zookeeper_log_batch_ms = 0;
 
     // pvc.system.configuration.networking
     std::optional<std::string> bridge_dev;
