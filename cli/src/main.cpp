@@ -24,6 +24,27 @@ std::string command_path(const CLI::App* cmd) {
     return path;
 }
 
+// The names of `cmd`'s subcommands, "a, b, c" ("" for a leaf command).
+std::string command_names(const CLI::App* cmd) {
+    std::string names;
+    for (const auto* sub : cmd->get_subcommands([](const CLI::App*) { return true; }))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+    return names;
+}
+
+// Any other usage error (a missing command or argument, a value out of its
+// choices), in the same form: one line naming the command, then where its
+// help is.
+void report_usage_error(const CLI::App& app, const CLI::ParseError& e) {
+    const CLI::App* cmd = selected_command(app);
+    const std::string where = command_path(cmd);
+    const std::string names = command_names(cmd);
+    std::string message = where + ": " + e.what();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) && !names.empty())
+        message = "'" + where + "' needs a command (its commands: " + names + ")";
+    std::cerr << "pvc: error: " << message << "\nRun '" << where << " --help' for its usage." << std::endl;
+}
+
 // Arguments no command took (an unknown command or option, an extra
 // positional): one line naming the first, and exit status 2. Checked before
 // --help is honoured and before a missing subcommand is reported, so
@@ -36,12 +57,10 @@ bool report_unexpected(const CLI::App& app) {
     const std::string where = command_path(cmd);
     const std::string& first = extras.front();
     std::string message;
-    auto subs = cmd->get_subcommands([](const CLI::App*) { return true; });
+    const std::string names = command_names(cmd);
     if (first.size() > 1 && first[0] == '-') {
         message = "unknown option '" + first.substr(0, first.find('=')) + "' for '" + where + "'";
-    } else if (!subs.empty()) {
-        std::string names;
-        for (const auto* sub : subs) names += (names.empty() ? "" : ", ") + sub->get_name();
+    } else if (!names.empty()) {
         message = "'" + first + "' is not a command of '" + where + "' (its commands: " + names + ")";
     } else {
         message = "unexpected argument '" + first + "' for '" + where + "'";
@@ -87,13 +106,16 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         // --help, a missing subcommand or an extra argument: an argument no
-        // command knows is named first (exit 2); otherwise CLI11 prints the
-        // help (exit 0) or its own usage error (exit 2).
+        // command knows is named first (exit 2); otherwise the help is
+        // printed (exit 0) or the usage error named with its command (exit 2).
         if (report_unexpected(app)) {
             status = exit_usage;
+        } else if (e.get_exit_code() == 0) {
+            app.exit(e);  // --help
+            status = exit_ok;
         } else {
-            app.exit(e);
-            status = e.get_exit_code() == 0 ? exit_ok : exit_usage;
+            report_usage_error(app, e);
+            status = exit_usage;
         }
     } catch (const Failure& e) {
         std::cerr << "pvc: error: " << e.what() << std::endl;

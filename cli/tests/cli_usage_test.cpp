@@ -68,11 +68,12 @@ TEST(PvcCliUsage, HelpOfKnownCommandsStillExitsZero) {
     }
 }
 
-TEST(PvcCliUsage, MissingSubcommandAndBadValuesAreStillUsageErrors) {
-    EXPECT_EQ(pvc_run({}).status, 2);
-    EXPECT_EQ(pvc_run({"vm"}).status, 2);
-    EXPECT_EQ(pvc_run({"vm", "start"}).status, 2);
-    EXPECT_EQ(pvc_run({"vm", "list", "--format", "xml"}).status, 2);
+TEST(PvcCliUsage, MissingCommandsArgumentsAndBadValuesNameTheirCommand) {
+    expect_usage_error({}, "'pvc' needs a command (its commands: cluster, node, vm, completion)");
+    expect_usage_error({"vm"}, "'pvc vm' needs a command (its commands: list, info, define,");
+    expect_usage_error({"vm", "start"}, "pvc vm start: vm is required");
+    expect_usage_error({"vm", "list", "--format", "xml"}, "pvc vm list: --format: xml not in {table,json}");
+    expect_usage_error({"cluster", "maintenance", "maybe"}, "pvc cluster maintenance: mode: maybe not in {on,off}");
 }
 
 }  // namespace
