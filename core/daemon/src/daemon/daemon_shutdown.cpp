@@ -3,6 +3,7 @@
 // `stop`, the ZooKeeper log drained, the session closed.
 #include "daemon/daemon.hpp"
 
+#include <atomic>
 #include <thread>
 
 #include "daemon/module_host.hpp"
@@ -102,13 +103,46 @@ void Daemon::shutdown() {
     log_.system("Terminating pvcnoded and cleaning up");
     notify("STOPPING=1");
     if (!zk_) return;
-    write_own("node.state.daemon", "shutdown");
+    // ZooKeeper gone (every member down or unreachable): nothing of the
+    // shutdown can reach it, and each step would wait an operation timeout
+    // (10 s) for a connection, 80-100 s in all. So each step that needs
+    // ZooKeeper runs only while the session is connected; the first one that
+    // finds it not connected closes the session, which ends at once every call
+    // still waiting for a connection on any thread (the keepalive's, the
+    // modules', an API request's, the log writer's), and every later step
+    // skips its ZooKeeper part. The process ends in seconds; VMs are never
+    // touched either way.
+    bool zk_closed = false;
+    auto zk_gone = [&] {
+        if (zk_closed) return true;
+        if (zk_->connected()) return false;
+        log_.warn("ZooKeeper unavailable; shutting down without it (nothing more is written there)");
+        zk_closed = true;
+        zk_->close();
+        return true;
+    };
+    if (!zk_gone()) write_own("node.state.daemon", "shutdown");
     {
         std::lock_guard g(state_m_);
         daemon_state_ = "shutdown";
     }
     events_.daemon_state.emit("shutdown");
-    wait_for_flush_at_shutdown();
+    // The wait for a flush is bounded by ZooKeeper too: it runs beside this
+    // thread, which closes the session if ZooKeeper goes meanwhile (its
+    // reads then end at once).
+    if (!zk_gone()) {
+        std::atomic<bool> drained{false};
+        std::thread drain([&] {
+            try {
+                wait_for_flush_at_shutdown();
+            } catch (const std::exception& e) {
+                log_.error("Waiting for a flush at shutdown failed: {}", e.what());
+            }
+            drained = true;
+        });
+        while (!drained && !zk_gone()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        drain.join();
+    }
 
     // Hand the primary role over if another node can take it.
     std::string router = cached_router_state();
@@ -125,15 +159,17 @@ void Daemon::shutdown() {
         log_.info("Completing the primary {} in progress before shutdown (at most {} s)", moving,
                   handover_wait_at_shutdown.count());
         auto until = std::chrono::steady_clock::now() + handover_wait_at_shutdown;
-        while (router == moving && std::chrono::steady_clock::now() < until) {
+        while (router == moving && std::chrono::steady_clock::now() < until && !zk_gone()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
             router = cached_router_state();
         }
-        if (router == moving)
+        if (router == moving && zk_gone())
+            log_.warn("The primary {} cannot complete without ZooKeeper; shutting down with it unfinished", moving);
+        else if (router == moving)
             log_.warn("The primary {} did not complete within {} s; shutting down with it unfinished", moving,
                       handover_wait_at_shutdown.count());
     }
-    if (router == "primary" && successor_may_exist()) {
+    if (router == "primary" && !zk_gone() && successor_may_exist()) {
         log_.info("Relinquishing primary role before shutdown");
         // A release nobody could see (ZooKeeper unreachable) has no successor
         // to wait for: waiting would only hold the shutdown for 120 s more,
@@ -141,10 +177,11 @@ void Daemon::shutdown() {
         // a concurrent change of the key, is still waited on: the role may
         // be moving.)
         bool released = zk_->write(schema::path("base.config.primary_node"), "none");
-        bool unseen = !released && !zk_->connected();
+        bool unseen = !released && zk_gone();
         if (unseen)
             log_.warn("Could not release the primary role (ZooKeeper unavailable); not waiting for a successor");
-        while (!unseen && std::chrono::steady_clock::now() < handover_until && cached_router_state() != "secondary")
+        while (!unseen && std::chrono::steady_clock::now() < handover_until && cached_router_state() != "secondary" &&
+               !zk_gone())
             std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
 
@@ -154,17 +191,24 @@ void Daemon::shutdown() {
         ka_stop_ = true;
     }
     ka_cv_.notify_all();
+    zk_gone();  // a tick waiting for a connection ends at once
     if (keepalive_thread_.joinable()) keepalive_thread_.join();
-    if (modules_ && health_) keepalive_tick(true);
+    if (modules_ && health_ && !zk_gone()) keepalive_tick(true);
 
     if (health_) health_->shutdown(std::chrono::seconds(10));
+    zk_gone();  // the modules' calls, an API request's, end at once
     if (modules_) modules_->stop_all();  // never touches running VMs
-    write_own("node.state.daemon", "stop");
-    events_.daemon_state.emit("stop");
-    log_.ok("Node is in daemon state stop");
+    if (!zk_gone()) {
+        write_own("node.state.daemon", "stop");
+        events_.daemon_state.emit("stop");
+        log_.ok("Node is in daemon state stop");
+    } else {
+        events_.daemon_state.emit("stop");
+        log_.warn("Node stopped; daemon state stop not written (ZooKeeper unavailable)");
+    }
     watches_.clear();
     if (ipmi_thread_.joinable()) ipmi_thread_.join();  // ≤ 2 s: ipmitool's own deadline
-    shutdown_log_sink(sink_);
+    shutdown_log_sink(sink_);  // at once when the session is not connected
     {
         std::lock_guard g(guard_m_);
         node_guard_.reset();
