@@ -349,3 +349,63 @@ TEST_F(ZkSession, GarbageDataIsDeliveredNotFatal) {
     EXPECT_TRUE(eventually([&] { std::lock_guard l(m); return got == garbage; }));
     EXPECT_EQ(session_->get(key("g")), garbage);
 }
+
+// ZooKeeper closes the connection over a request larger than its
+// jute.maxbuffer; the session refuses one itself, so its connection (and
+// everything else waiting on it) is never lost over a large value.
+TEST_F(ZkSession, ValuesAndRequestsAtTheLimitsAreWritten) {
+    std::atomic<int> lost{0};
+    auto sub = session_->on_session_event([&](zk::SessionEvent e) {
+        if (e != zk::SessionEvent::connected) ++lost;
+    });
+    std::string big(zk::max_value_bytes, 'v');
+    ASSERT_TRUE(session_->write(key("big"), big));
+    EXPECT_EQ(session_->get(key("big")), big);
+    // Two values whose transaction is exactly max_request_bytes.
+    zk::Transaction tx(*session_);
+    tx.create(key("a"), std::string(500000, 'a'));
+    tx.create(key("b"), "");
+    std::size_t room = zk::max_request_bytes - tx.request_bytes();
+    zk::Transaction full(*session_);
+    full.create(key("a"), std::string(500000, 'a'));
+    full.create(key("b"), std::string(room, 'b'));
+    ASSERT_EQ(full.request_bytes(), zk::max_request_bytes);
+    EXPECT_EQ(full.commit(), zk::Status::ok);
+    EXPECT_EQ(session_->get(key("b"))->size(), room);
+    EXPECT_EQ(session_->get(key("x")), std::nullopt);  // one more round trip on the same connection
+    EXPECT_EQ(lost.load(), 0) << "the connection was never lost";
+}
+
+TEST_F(ZkSession, AValueOrARequestOverTheLimitIsRefusedWithoutLosingTheConnection) {
+    std::atomic<int> lost{0};
+    auto sub = session_->on_session_event([&](zk::SessionEvent e) {
+        if (e != zk::SessionEvent::connected) ++lost;
+    });
+    auto id = session_->session_id();
+    std::string over(zk::max_value_bytes + 1, 'v');
+    EXPECT_FALSE(session_->write(key("over"), over));
+    zk::Transaction one(*session_);
+    one.create(key("over"), over);
+    EXPECT_EQ(one.commit(), zk::Status::too_large);
+    try {
+        session_->create(key("over"), over);
+        FAIL() << "created";
+    } catch (const zk::Error& e) {
+        EXPECT_EQ(e.status, zk::Status::too_large);
+        EXPECT_NE(std::string(e.what()).find(std::to_string(zk::max_value_bytes)), std::string::npos) << e.what();
+    }
+    // Two values, each under the value limit, together over the request's.
+    zk::Transaction two(*session_);
+    two.create(key("a"), std::string(600000, 'a'));
+    two.create(key("b"), std::string(600000, 'b'));
+    EXPECT_EQ(two.commit(), zk::Status::too_large);
+    EXPECT_FALSE(session_->write({{key("a"), std::string(600000, 'a')}, {key("b"), std::string(600000, 'b')}}));
+    EXPECT_GT(zk::write_request_bytes({{key("a"), std::string(600000, 'a')}, {key("b"), std::string(600000, 'b')}}),
+              zk::max_request_bytes);
+    EXPECT_FALSE(session_->exists(key("over")));
+    EXPECT_FALSE(session_->exists(key("a")));
+    EXPECT_TRUE(session_->write(key("after"), "ok"));  // the same connection serves on
+    EXPECT_EQ(session_->get(key("after")), "ok");
+    EXPECT_EQ(session_->session_id(), id);
+    EXPECT_EQ(lost.load(), 0) << "the connection was never lost";
+}

@@ -2,6 +2,7 @@
 // daemon (pvc/domain_xml.hpp).
 #include "pvc/domain_xml.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -266,4 +267,79 @@ TEST(DomainXml, SriovVfOfDirectAndHostdevNics) {
     EXPECT_EQ(x.interfaces[2].sriov_device, "ens1f0v4");
     EXPECT_EQ(x.interfaces[2].sriov_vf(), "ens1f0v4");
     EXPECT_EQ(x.interfaces[3].sriov_vf(), "");  // no <sriov_device>: no VF name to track
+}
+
+// The bounds checked before libxml2 reads a document (DomainXmlLimits).
+namespace {
+
+std::string refusal(const std::string& text) {
+    try {
+        parse_domain_xml(text);
+    } catch (const pvc::DomainXmlError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST(DomainXmlBounds, ADocumentTypeDeclarationIsRefusedBeforeAnyEntityExpands) {
+    std::string laughs = "<?xml version='1.0'?><!DOCTYPE domain [<!ENTITY a 'aaaaaaaaaa'>";
+    std::string prev = "a";
+    for (char e = 'b'; e <= 'j'; ++e) {
+        laughs += "<!ENTITY " + std::string(1, e) + " '";
+        for (int i = 0; i < 10; ++i) laughs += "&" + prev + ";";
+        laughs += "'>";
+        prev = std::string(1, e);
+    }
+    laughs += "]><domain><name>lol</name><description>&j;</description></domain>";
+    EXPECT_NE(refusal(laughs).find("<!DOCTYPE>"), std::string::npos) << refusal(laughs);
+    EXPECT_NE(refusal("<!DOCTYPE domain SYSTEM 'http://192.0.2.1/x.dtd'><domain/>").find("DOCTYPE"), std::string::npos);
+    EXPECT_NE(refusal("<domain><!ENTITY x 'y'></domain>").find("markup declaration"), std::string::npos);
+    // Read as UTF-8 whatever it declares: a UTF-16 document (NUL bytes) cannot hide one.
+    std::string utf16 = "\xff\xfe";
+    for (char ch : std::string("<!DOCTYPE d [<!ENTITY a 'b'>]><domain/>")) utf16 += std::string{ch, '\0'};
+    EXPECT_NE(refusal(utf16).find("NUL"), std::string::npos);
+    // The text of a comment or a CDATA section is no declaration.
+    auto x = parse_domain_xml("<domain><!-- <!DOCTYPE x> --><description><![CDATA[<!DOCTYPE y>]]></description></domain>");
+    EXPECT_EQ(x.description, "<!DOCTYPE y>");
+}
+
+TEST(DomainXmlBounds, AttributesPerElementAreCountedOutsideQuotes) {
+    std::string attrs;
+    for (size_t i = 0; i < pvc::DomainXmlLimits::max_attributes; ++i) attrs += " a" + std::to_string(i) + "='x=>y'";
+    EXPECT_EQ(with("<os" + attrs + "/>").os_type, "");  // 64 are fine, '=' and '>' in a value count for nothing
+    EXPECT_NE(refusal("<domain><os" + attrs + " z='1'/></domain>").find("attributes"), std::string::npos);
+    // 100,000 (minutes of CPU in libxml2's duplicate check): refused at once.
+    std::string many;
+    for (int i = 0; i < 100000; ++i) many += " b='x'";  // one name: under the size bound
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_NE(refusal("<domain" + many + "/>").find("(the limit is 64)"), std::string::npos);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));  // generous: the scan is linear
+}
+
+TEST(DomainXmlBounds, DepthElementCountAndSizesAreBounded) {
+    using L = pvc::DomainXmlLimits;
+    std::string open, close;
+    for (size_t i = 1; i < L::max_depth; ++i) {
+        open += "<m>";
+        close = "</m>" + close;
+    }
+    EXPECT_EQ(parse_domain_xml("<domain>" + open + close + "<name>deep</name></domain>").name, "deep");
+    EXPECT_NE(refusal("<domain>" + open + "<m/><m>" + "<x/></m>" + close + "</domain>").find("nested deeper"),
+              std::string::npos);
+    std::string elements;
+    for (size_t i = 0; i < L::max_elements; ++i) elements += "<e/>";
+    EXPECT_NE(refusal("<domain>" + elements + "</domain>").find("more elements"), std::string::npos);
+    EXPECT_NE(refusal("<domain><name a='" + std::string(L::max_attribute_bytes + 1, 'v') + "'/></domain>")
+                  .find("attribute value"),
+              std::string::npos);
+    EXPECT_NE(refusal("<domain><description>" + std::string(L::max_text_bytes + 1, 't') + "</description></domain>")
+                  .find("text"),
+              std::string::npos);
+    EXPECT_NE(refusal("<domain><!--" + std::string(L::max_bytes, 'c') + "--></domain>").find("too large"),
+              std::string::npos);
+    // At the bounds: accepted.
+    auto x = with("<description>" + std::string(L::max_text_bytes, 't') + "</description>");
+    EXPECT_EQ(x.description.size(), L::max_text_bytes);
 }

@@ -79,9 +79,22 @@ std::string lower(std::string_view s) {
 // "0x0000" -> "0000"
 std::string hex_field(const std::string& s) { return s.rfind("0x", 0) == 0 ? s.substr(2) : s; }
 
+[[noreturn]] void refuse(const std::string& why) { throw DomainXmlError("invalid VM XML: " + why); }
+
+std::string over(const char* what, std::size_t limit) {
+    return std::string(what) + " (the limit is " + std::to_string(limit) + ")";
+}
+
+// A document type declaration seen although the first pass refuses them
+// (defence in depth): the parser stops before its internal subset.
+void stop_at_doctype(void* ctx, const xmlChar*, const xmlChar*, const xmlChar*) {
+    xmlStopParser(static_cast<xmlParserCtxtPtr>(ctx));
+}
+
 // Parses `text` into a document; the error of this parse (not another
 // thread's) names the problem.
 Doc read_document(std::string_view text) {
+    check_domain_xml_bounds(text);
     // libxml2 must be initialised once before threads use it.
     static std::once_flag init;
     std::call_once(init, [] { xmlInitParser(); });
@@ -89,8 +102,12 @@ Doc read_document(std::string_view text) {
     if (!ctxt) throw DomainXmlError("invalid VM XML: out of memory");
     if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         throw DomainXmlError("invalid VM XML: too large");
-    Doc doc(xmlCtxtReadMemory(ctxt.get(), text.data(), static_cast<int>(text.size()), "domain.xml", nullptr,
-                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING));
+    ctxt->sax->internalSubset = stop_at_doctype;
+    // UTF-8 whatever the document declares (the first pass read it so); no
+    // network, no entity substitution (XML_PARSE_NOENT), no "huge" mode.
+    Doc doc(xmlCtxtReadMemory(ctxt.get(), text.data(), static_cast<int>(text.size()), "domain.xml", "UTF-8",
+                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_IGNORE_ENC));
+    if (doc && (doc->intSubset || doc->extSubset)) refuse("a document type declaration (<!DOCTYPE>) is not accepted");
     if (!doc) {
         std::string why = "not well-formed";
         if (const xmlError* e = xmlCtxtGetLastError(ctxt.get()); e && e->message) {
@@ -148,6 +165,76 @@ std::optional<std::uint64_t> memory_of(xmlNode* n) {
 }
 
 }  // namespace
+
+void check_domain_xml_bounds(std::string_view t) {
+    using L = DomainXmlLimits;
+    if (t.size() > L::max_bytes)
+        refuse("the document is " + std::to_string(t.size()) + " bytes, " + over("too large", L::max_bytes));
+    if (t.find('\0') != std::string_view::npos) refuse("a NUL byte (the document must be UTF-8)");
+    auto text_run = [&](std::size_t from, std::size_t to) {
+        if (to - from > L::max_text_bytes) refuse(over("a text of more bytes than allowed", L::max_text_bytes));
+    };
+    std::size_t depth = 0, elements = 0, i = 0;
+    const std::size_t n = t.size();
+    while (i < n) {
+        std::size_t lt = t.find('<', i);
+        if (lt == std::string_view::npos) lt = n;
+        text_run(i, lt);
+        if (lt == n) break;
+        std::string_view at = t.substr(lt);
+        // Comments, CDATA sections and processing instructions end at their
+        // first terminator, as XML says; an unterminated one is left to libxml2.
+        auto skip = [&](std::size_t open, std::string_view close, bool is_text) {
+            std::size_t end = t.find(close, lt + open);
+            if (end == std::string_view::npos) end = n;
+            if (is_text) text_run(lt + open, end);
+            i = end == n ? n : end + close.size();
+        };
+        if (at.substr(0, 4) == "<!--") {
+            skip(4, "-->", false);
+        } else if (at.substr(0, 9) == "<![CDATA[") {
+            skip(9, "]]>", true);
+        } else if (at.substr(0, 2) == "<?") {
+            skip(2, "?>", false);
+        } else if (at.substr(0, 2) == "<!") {
+            refuse(at.substr(0, 9) == "<!DOCTYPE" ? "a document type declaration (<!DOCTYPE>) is not accepted"
+                                                  : "a markup declaration (<!...>) is not accepted");
+        } else if (at.substr(0, 2) == "</") {
+            std::size_t end = t.find('>', lt);
+            if (depth > 0) --depth;
+            i = end == std::string_view::npos ? n : end + 1;
+        } else {
+            if (++elements > L::max_elements) refuse(over("more elements than allowed", L::max_elements));
+            // The start tag, to its '>' outside quotes: each '=' outside
+            // quotes is one attribute (in a well-formed tag).
+            std::size_t attributes = 0, value_at = 0, j = lt + 1;
+            char quote = 0;
+            for (; j < n; ++j) {
+                char c = t[j];
+                if (quote) {
+                    if (c != quote) continue;
+                    if (j - value_at > L::max_attribute_bytes)
+                        refuse(over("an attribute value of more bytes than allowed", L::max_attribute_bytes));
+                    quote = 0;
+                } else if (c == '"' || c == '\'') {
+                    quote = c;
+                    value_at = j + 1;
+                } else if (c == '=') {
+                    if (++attributes > L::max_attributes)
+                        refuse(over("more attributes on one element than allowed", L::max_attributes));
+                } else if (c == '>') {
+                    break;
+                }
+            }
+            if (quote && n - value_at > L::max_attribute_bytes)
+                refuse(over("an attribute value of more bytes than allowed", L::max_attribute_bytes));
+            if (j >= n) break;  // unterminated: libxml2 says so
+            if (t[j - 1] != '/' && ++depth > L::max_depth)
+                refuse(over("elements nested deeper than allowed", L::max_depth));
+            i = j + 1;
+        }
+    }
+}
 
 std::string DomainInterface::sriov_vf() const {
     if (type == "direct") return source;

@@ -28,13 +28,45 @@ std::map<std::string, std::pair<uint64_t, double>> DaemonFigures::vm_actions() c
 
 namespace {
 
+// A label value as the exposition format reads it: `\`, `"` and a newline
+// escaped (its only escapes); any other control character, and bytes that
+// are no UTF-8, replaced by U+FFFD (a raw NUL or CR from a stored value
+// broke parsers), so every line of the answer parses whatever was stored.
 std::string escape(const std::string& v) {
+    static const char* const replacement = "\xEF\xBF\xBD";
     std::string out;
-    for (char c : v) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '"') out += "\\\"";
-        else if (c == '\n') out += "\\n";
-        else out += c;
+    out.reserve(v.size());
+    for (size_t i = 0; i < v.size();) {
+        auto c = static_cast<unsigned char>(v[i]);
+        if (c < 0x80) {
+            if (c == '\\') out += "\\\\";
+            else if (c == '"') out += "\\\"";
+            else if (c == '\n') out += "\\n";
+            else if (c < 0x20 || c == 0x7f) out += replacement;
+            else out += static_cast<char>(c);
+            ++i;
+            continue;
+        }
+        // A UTF-8 sequence: its length from the lead byte, each continuation
+        // 10xxxxxx, no overlong form, no surrogate, at most U+10FFFF.
+        size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        bool ok = len && i + len <= v.size();
+        for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(v[i + k]) & 0xc0) == 0x80;
+        if (ok && len == 3) {
+            auto c1 = static_cast<unsigned char>(v[i + 1]);
+            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+        }
+        if (ok && len == 4) {
+            auto c1 = static_cast<unsigned char>(v[i + 1]);
+            ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+        }
+        if (ok) {
+            out.append(v, i, len);
+            i += len;
+        } else {
+            out += replacement;
+            ++i;
+        }
     }
     return out;
 }

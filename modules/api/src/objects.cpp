@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <regex>
 #include <sstream>
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/zk.hpp"
 
@@ -73,9 +73,22 @@ Json parse_json_or(const std::string& text, Json fallback) {
 // --- a small libxml2 reading of the stored domain XML ---
 struct XmlDoc {
     xmlDocPtr doc = nullptr;
+    // Read as the SDK's reader does (pvc/domain_xml.hpp): its bounds first
+    // (no DTD, so no entity expands; depth, counts and sizes), then UTF-8,
+    // no network, no entity substitution. A stored XML outside them (written
+    // by another client) is a VM that cannot be read.
     explicit XmlDoc(const std::string& text) {
-        doc = xmlReadMemory(text.data(), static_cast<int>(text.size()), "domain.xml", nullptr,
-                            XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        try {
+            check_domain_xml_bounds(text);
+        } catch (const DomainXmlError&) {
+            return;
+        }
+        doc = xmlReadMemory(text.data(), static_cast<int>(text.size()), "domain.xml", "UTF-8",
+                            XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_IGNORE_ENC);
+        if (doc && (doc->intSubset || doc->extSubset)) {
+            xmlFreeDoc(doc);
+            doc = nullptr;
+        }
     }
     ~XmlDoc() {
         if (doc) xmlFreeDoc(doc);
@@ -121,6 +134,18 @@ std::string trim(std::string s) {
     size_t b = 0;
     while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
     return s.substr(b);
+}
+
+// The reference's `^[vm]*br([0-9a-z]+)` on a bridge name, scanned by hand
+// (a backtracking matcher recursed once per character of a client's value).
+std::string bridge_vni(const std::string& bridge) {
+    size_t i = bridge.find_first_not_of("vm");
+    if (i == std::string::npos || bridge.compare(i, 2, "br") != 0) return "";
+    size_t from = i + 2, to = from;
+    while (to < bridge.size() && (std::isdigit(static_cast<unsigned char>(bridge[to])) ||
+                                  (bridge[to] >= 'a' && bridge[to] <= 'z')))
+        ++to;
+    return bridge.substr(from, to - from);
 }
 
 Json stats_entry(const Json& list, const char* key, const std::string& value) {
@@ -218,7 +243,6 @@ std::optional<Json> vm_object(const Reader& r, const std::string& u) {
         topology = attr(t, "sockets").value_or("") + "/" + attr(t, "cores").value_or("") + "/" + attr(t, "threads").value_or("");
 
     xmlNodePtr devices = child(root, "devices");
-    static const std::regex bridge_vni("^[vm]*br([0-9a-z]+)");
     Json networks = Json::array();
     for (xmlNodePtr i : children_named(devices, "interface")) {
         std::string type = attr(i, "type").value_or("");
@@ -232,8 +256,7 @@ std::optional<Json> vm_object(const Reader& r, const std::string& u) {
             source = trim(text(child(i, "sriov_device")));
             vni = "hostdev:" + source;
         } else {
-            std::smatch m;
-            if (std::regex_search(source, m, bridge_vni)) vni = m[1];
+            vni = bridge_vni(source);
         }
         Json e = stats_entry(net_stats, "bridge", source);
         networks.push_back({{"type", type},

@@ -1,8 +1,9 @@
 #include "routes.hpp"
 
 #include <algorithm>
-#include <regex>
 #include <thread>
+
+#include <re2/re2.h>
 
 #include "pvc/client.hpp"
 #include "pvc/domain_xml.hpp"
@@ -50,6 +51,34 @@ std::string quoted(std::string s) {
 
 const char* const missing = "Missing required parameter in the query string or the post body";
 
+// A write whose keys together are more than one ZooKeeper request holds
+// (zk.hpp): 413 naming the limit, before anything is written.
+std::optional<HttpResponse> over_request_limit(const std::vector<zk::KeyValue>& kvs) {
+    std::size_t bytes = zk::write_request_bytes(kvs);
+    if (bytes <= zk::max_request_bytes) return std::nullopt;
+    return message(413, "ERROR: The values to write are " + std::to_string(bytes) +
+                            " bytes together, over ZooKeeper's limit of " + std::to_string(zk::max_request_bytes) +
+                            " bytes for one transaction.");
+}
+
+// Tags of one VM (each is three znodes, written one transaction per tag):
+// the most a define may give, and a VM may have.
+constexpr std::size_t kMaxTags = 100;
+
+bool has_control(std::string_view v) {
+    return std::any_of(v.begin(), v.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; });
+}
+
+// `lines` of the log routes: a non-negative integer (0 = every line), else the 400 returned.
+std::optional<HttpResponse> read_lines(const std::optional<std::string>& given, long long& lines) {
+    if (!given) return std::nullopt;
+    auto v = to_int(*given);
+    if (!v) return param_error("lines", "lines must be an integer");
+    if (*v < 0) return param_error("lines", "lines must not be negative");
+    lines = *v;
+    return std::nullopt;
+}
+
 struct Param {
     const char* name;
     bool required = false;
@@ -65,13 +94,26 @@ struct Route {
     bool open = false;  // no authentication
 };
 
-// Regex matching of `limit`, shared by every list route.
+// Regex matching of `limit`: a regular expression full-matched against each
+// candidate; in fuzzy mode (list routes) `.*` is added at each end unless the
+// pattern is anchored there with `^`/`$`. Run by RE2, whose matching is
+// linear in the candidate's length whatever the pattern (a backtracking
+// matcher took seconds per name for `(N|N)*X`, and a few such requests
+// held every worker). RE2 reads the syntax of Python's `re` that the
+// reference uses, less backreferences and lookarounds (refused as a
+// "Regex Error", like any pattern that does not compile).
+constexpr size_t kMaxPatternBytes = 1024;
 struct Limit {
-    std::optional<std::regex> re;
+    std::shared_ptr<const re2::RE2> re;
     std::string error;
 };
 Limit compile(const std::string& limit, bool fuzzy) {
     Limit l;
+    if (limit.size() > kMaxPatternBytes) {
+        l.error = "the pattern is " + std::to_string(limit.size()) + " bytes, over the limit of " +
+                  std::to_string(kMaxPatternBytes) + " bytes";
+        return l;
+    }
     std::string pattern = limit;
     if (fuzzy) {
         if (pattern.empty() || pattern.front() != '^') pattern = ".*" + pattern;
@@ -79,15 +121,12 @@ Limit compile(const std::string& limit, bool fuzzy) {
         if (pattern.empty() || pattern.back() != '$') pattern += ".*";
         else pattern.pop_back();
     }
-    if (limit.size() > 1024) {
-        l.error = "pattern too long";
-        return l;
-    }
-    try {
-        l.re.emplace(pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-        l.error = e.what();
-    }
+    re2::RE2::Options o;
+    o.set_log_errors(false);
+    o.set_max_mem(8 << 20);  // RE2's default: a bound on the compiled program and its DFA cache
+    auto re = std::make_shared<const re2::RE2>(pattern, o);
+    if (!re->ok()) l.error = re->error();
+    else l.re = std::move(re);
     return l;
 }
 // A list route's `limit`: no filter when absent or empty, else compiled into
@@ -98,16 +137,7 @@ std::optional<HttpResponse> read_limit(const std::optional<std::string>& limit, 
     if (!l.re) return message(400, "Regex Error: " + l.error);
     return std::nullopt;
 }
-bool full_match(const Limit& l, const std::string& s) {
-    // libstdc++'s matcher recurses per character: a very long candidate
-    // could exhaust a worker's stack. No name the API writes is this long.
-    if (s.size() > 4096) return false;
-    try {
-        return l.re && std::regex_match(s, *l.re);
-    } catch (const std::regex_error&) {
-        return false;  // too complex for the matcher
-    }
-}
+bool full_match(const Limit& l, const std::string& s) { return l.re && re2::RE2::FullMatch(s, *l.re); }
 
 std::string lower(std::string s) {
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -278,6 +308,13 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
                    printable ? k : std::string("(unprintable name)"));
     }
     for (const auto& p : route->params) {
+        // What ZooKeeper cannot hold is refused before anything is read or
+        // written (the session would refuse it too, zk.hpp: this names it).
+        for (const auto& each : c.params.all(p.name))
+            if (each.size() > zk::max_value_bytes)
+                return message(413, "ERROR: The value of '" + std::string(p.name) + "' is " +
+                                        std::to_string(each.size()) + " bytes, over ZooKeeper's limit of " +
+                                        std::to_string(zk::max_value_bytes) + " bytes for one value.");
         auto v = c.params.get(p.name);
         if (!v) {
             if (p.required) return param_error(p.name, p.help ? p.help : missing);
@@ -426,11 +463,7 @@ HttpResponse Api::node_domain_post(Ctx& c) {
 HttpResponse Api::node_log(Ctx& c) {
     const std::string& n = c.args[0];
     long long lines = 10;
-    if (auto l = c.p("lines")) {
-        auto v = to_int(*l);
-        if (!v) return param_error("lines", "lines must be an integer");
-        lines = *v;
-    }
+    if (auto bad = read_lines(c.p("lines"), lines)) return *bad;
     if (!zk_->exists(path("node.name", {n})))
         return message(400, "ERROR: No node named " + n + " is present in the cluster.");
     std::string text = read_key(path("logs.messages", {n}));
@@ -587,6 +620,10 @@ HttpResponse Api::vm_define(Ctx& c) {
     if (!x.memory_kib || !x.vcpus) return message(400, "XML is malformed or incorrect: no valid <memory> or <vcpu> element");
     std::string uuid = lower(*x.uuid);
     auto user_tags = c.params.all("user_tags"), protected_tags = c.params.all("protected_tags");
+    if (user_tags.size() + protected_tags.size() > kMaxTags)
+        return param_error(user_tags.empty() ? "protected_tags" : "user_tags",
+                           "Too many tags: " + std::to_string(user_tags.size() + protected_tags.size()) +
+                               " given, at most " + std::to_string(kMaxTags) + " (user_tags and protected_tags together)");
     for (const auto& t : user_tags)
         if (!client::is_safe_name(t) || t.size() > 255) return param_error("user_tags", "Invalid tag name");
     for (const auto& t : protected_tags)
@@ -620,6 +657,7 @@ HttpResponse Api::vm_define(Ctx& c) {
     def.node_selector = lower(selector.empty() ? "none" : selector);
     for (const auto& t : user_tags) def.tags.emplace_back(t, false);
     for (const auto& t : protected_tags) def.tags.emplace_back(t, true);
+    if (auto bad = over_request_limit(client::vm_define_keys(def))) return *bad;
     auto t0 = Clock::now();
     try {
         if (!client::define_vm(*zk_, def)) return message(500, "Internal Server Error");
@@ -654,6 +692,14 @@ HttpResponse Api::vm_modify(Ctx& c) {
         auto r = view_.read();
         if (auto refused = admission(r, xml, x, r.value(path("domain.node", {*u})), "Updated VM configuration"))
             return message(400, *refused);
+    }
+    {
+        std::string volumes;
+        for (const auto& v : x.rbd_list()) volumes += (volumes.empty() ? "" : ",") + v;
+        if (auto bad = over_request_limit({{path("domain.xml", {*u}), xml},
+                                           {path("domain.storage.volumes", {*u}), volumes},
+                                           {path("domain.name", {*u}), name}}))
+            return *bad;
     }
     try {
         if (!client::write_vm_xml(*zk_, *u, name, x.rbd_list(), xml)) return message(500, "Internal Server Error");
@@ -894,6 +940,9 @@ HttpResponse Api::vm_meta_get(Ctx& c) {
 
 HttpResponse Api::vm_meta_post(Ctx& c) {
     const std::string& vm = c.args[0];
+    // Free text that reaches metric labels and the CLI's tables: no NUL or control characters.
+    for (const char* name : {"limit", "profile"})
+        if (auto v = c.p(name); v && has_control(*v)) return param_error(name, "Control characters are not allowed");
     auto u = find_vm(vm);
     if (!u) return message(404, "VM not found.");
     std::vector<zk::KeyValue> kvs;
@@ -903,6 +952,7 @@ HttpResponse Api::vm_meta_post(Ctx& c) {
     if (auto v = c.p("profile")) kvs.emplace_back(path("domain.profile", {*u}), *v);
     if (auto v = c.p("migration_method")) kvs.emplace_back(path("domain.meta.migrate_method", {*u}), lower(*v));
     if (kvs.empty()) return message(400, "ERROR: No updates to apply.");
+    if (auto bad = over_request_limit(kvs)) return *bad;
     if (!zk_->write(kvs)) return message(500, "Internal Server Error");
     settle(kvs);
     return message(200, "Successfully modified PVC metadata of VM '" + vm + "'.");
@@ -931,6 +981,10 @@ HttpResponse Api::vm_tags_post(Ctx& c) {
     if (!tag) return param_error("tag", "A tag must be specified");
     if (!client::is_safe_name(*tag) || tag->size() > 255) return param_error("tag", "Invalid tag name");
     if (action == "add") {
+        auto tags = view_.read().children(path("domain.meta.tags", {*u}));
+        if (tags.size() >= kMaxTags && std::find(tags.begin(), tags.end(), *tag) == tags.end())
+            return message(400, "ERROR: VM '" + vm + "' has " + std::to_string(tags.size()) + " tags, the most a VM may have (" +
+                                    std::to_string(kMaxTags) + ").");
         std::string prot = c.p("protected").value_or("False");
         auto kvs = client::vm_tag_keys(*u, *tag, prot);
         if (!zk_->write(kvs)) return message(500, "Internal Server Error");
@@ -950,11 +1004,7 @@ HttpResponse Api::vm_tags_post(Ctx& c) {
 HttpResponse Api::vm_console(Ctx& c) {
     const std::string& vm = c.args[0];
     long long lines = 10;
-    if (auto l = c.p("lines")) {
-        auto v = to_int(*l);
-        if (!v) return param_error("lines", "lines must be an integer");
-        lines = *v;
-    }
+    if (auto bad = read_lines(c.p("lines"), lines)) return *bad;
     auto u = find_vm(vm);
     if (!u) return message(400, "ERROR: Could not find VM \"" + vm + "\" in the cluster!");
     std::string text = read_key(path("domain.console.log", {*u}));

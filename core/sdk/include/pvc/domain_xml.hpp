@@ -4,6 +4,7 @@
 // (the reference took it as MiB).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -70,10 +71,38 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-// Throws DomainXmlError naming the problem: not well-formed (with its line),
-// or a root element other than <domain>. Everything else is optional here;
-// what a caller requires (a name, a uuid) it checks itself. Thread-safe.
+// What a domain XML may be. A libvirt domain is a small, shallow document
+// with a few attributes per element and no document type declaration; one
+// from a client may be hostile, and libxml2 spends more than linear time on
+// some shapes (entity expansion: a 50 KB document read as a 10 MB
+// description; 100,000 attributes on one element: minutes of CPU). So
+// before libxml2 reads anything, one linear pass over the text refuses:
+// more than max_bytes (what one ZooKeeper value holds, zk::max_value_bytes),
+// a NUL byte (the document is read as UTF-8 only, whatever its encoding
+// declaration says), any `<!DOCTYPE` or other markup declaration (no DTD,
+// no entities: the only entities are XML's five and character references),
+// elements nested deeper than max_depth, more than max_elements elements,
+// more than max_attributes attributes on one element, an attribute value
+// over max_attribute_bytes or a run of text over max_text_bytes. libxml2
+// then reads without network access, entity substitution or its "huge"
+// mode. Each refusal is a DomainXmlError naming the bound.
+struct DomainXmlLimits {
+    static constexpr std::size_t max_bytes = 1024 * 1024 - 8 * 1024;
+    static constexpr std::size_t max_depth = 64;
+    static constexpr std::size_t max_elements = 20000;
+    static constexpr std::size_t max_attributes = 64;
+    static constexpr std::size_t max_attribute_bytes = 64 * 1024;
+    static constexpr std::size_t max_text_bytes = 512 * 1024;
+};
+
+// Throws DomainXmlError naming the problem: over a bound above, not
+// well-formed (with its line), or a root element other than <domain>.
+// Everything else is optional here; what a caller requires (a name, a uuid)
+// it checks itself. Thread-safe.
 PVC_SDK_API DomainXml parse_domain_xml(std::string_view text);
+// Only the bounds above (the first pass of parse_domain_xml): for a reader
+// of its own (the API's objects) that must refuse what this reader refuses.
+PVC_SDK_API void check_domain_xml_bounds(std::string_view text);
 // The same, none instead of the exception (the daemon reads XML it did not
 // write; a bad one counts as no facts).
 PVC_SDK_API std::optional<DomainXml> try_parse_domain_xml(std::string_view text) noexcept;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,8 +30,9 @@ namespace pvc::zk {
 using namespace std::chrono_literals;
 
 // Result codes of operations that may fail for ordinary reasons.
+// `too_large`: refused by the session itself, nothing sent (below).
 enum class Status { ok, no_node, node_exists, bad_version, not_empty, connection_loss, session_expired,
-                    timeout, closed, other };
+                    timeout, closed, other, too_large };
 PVC_SDK_API const char* to_string(Status s);
 
 class PVC_SDK_API Error : public std::runtime_error {
@@ -77,6 +79,19 @@ struct OpCounts {
 // A (path, data) pair written by Session::write().
 using KeyValue = std::pair<std::string, std::string>;
 
+// What one request may carry. ZooKeeper answers a request larger than its
+// `jute.maxbuffer` (default 1 MiB - 1 byte, the whole request: paths, values
+// and framing) by closing the client's connection: every user of the session
+// then waits for the reconnection, a daemon's keepalive included. So the
+// session refuses such a request itself, before anything is sent: a create,
+// or a transaction (write() included) with a value over max_value_bytes or
+// a total over max_request_bytes gets Status::too_large (create() throws
+// zk::Error with it) and an error line naming the limit. Callers that take
+// input from people (the API, the command line) check first and say which
+// value is too large.
+inline constexpr std::size_t max_value_bytes = 1024 * 1024 - 8 * 1024;
+inline constexpr std::size_t max_request_bytes = 1024 * 1024 - 1024;
+
 class Session;
 
 // Handle of a live watch; destroying (or cancel()) stops further callbacks.
@@ -104,6 +119,8 @@ public:
     // Commits; returns Status::ok or the first failing op's status.
     Status commit();
     bool empty() const { return ops_.empty(); }
+    // The request's size on the wire, an upper bound (compared with max_request_bytes).
+    std::size_t request_bytes() const;
 
     struct Op {
         enum Kind { create, set, check, remove } kind;
@@ -224,6 +241,10 @@ private:
     bool queued_ = false;  // node_ is a contender enqueue() made, not yet acquired
     bool interrupted_ = false;
 };
+
+// The size on the wire of Session::write(kvs)'s transaction, an upper bound
+// (each key counted as a set and a check, the larger of its two forms).
+PVC_SDK_API std::size_t write_request_bytes(const std::vector<KeyValue>& kvs);
 
 // Builds a "host:port,..." connect string from coordinator entries
 // ("host" or "host:port"; default port 2181).

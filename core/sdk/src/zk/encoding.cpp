@@ -21,6 +21,7 @@ const char* to_string(Status s) {
         case Status::timeout: return "timeout";
         case Status::closed: return "closed";
         case Status::other: return "other";
+        case Status::too_large: return "too_large";
     }
     return "unknown";
 }

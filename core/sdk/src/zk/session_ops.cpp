@@ -52,6 +52,22 @@ Stat to_stat(const struct ::Stat* s) {
     return out;
 }
 
+// What a request adds to its paths and values on the wire, upper bounds:
+// the length, header and a multi's closing header; per op its multi header,
+// the lengths, version, flags and the one open ACL.
+constexpr std::size_t kRequestFraming = 32;
+constexpr std::size_t kOpFraming = 64;
+
+std::string size_problem(const std::string& path, std::size_t value_bytes, std::size_t request_bytes) {
+    if (value_bytes > max_value_bytes)
+        return "the value of " + path + " is " + std::to_string(value_bytes) + " bytes, over the limit of " +
+               std::to_string(max_value_bytes) + " bytes for one value";
+    if (request_bytes > max_request_bytes)
+        return "the request is " + std::to_string(request_bytes) + " bytes, over the limit of " +
+               std::to_string(max_request_bytes) + " bytes for one request";
+    return "";
+}
+
 std::string join(const std::string& parent, const std::string& child) {
     return parent == "/" ? "/" + child : parent + "/" + child;
 }
@@ -281,6 +297,12 @@ std::optional<std::vector<std::string>> SessionImpl::children(const std::string&
 }
 
 int SessionImpl::create_node(const std::string& path, const std::string& data, int mode, std::string* created) {
+    // Never sent when ZooKeeper would close the connection over it (zk.hpp).
+    if (auto why = size_problem(path, data.size(), kRequestFraming + kOpFraming + path.size() + data.size());
+        !why.empty()) {
+        spdlog::error("ZooKeeper create of {} not sent: {}", path, why);
+        throw Error(Status::too_large, "ZooKeeper create " + path + ": " + why);
+    }
     auto st = std::make_shared<OpState>();
     int rc = call(
         st,
@@ -343,6 +365,14 @@ bool SessionImpl::remove_recursive(const std::string& path) {
 Status SessionImpl::commit(const Transaction& tx) {
     if (tx.empty()) return Status::ok;
     const auto& ops = tx.ops();
+    // Never sent when ZooKeeper would close the connection over it (zk.hpp).
+    std::size_t total = tx.request_bytes();
+    for (const auto& o : ops) {
+        auto why = size_problem(o.path, o.data.size(), total);
+        if (why.empty()) continue;
+        spdlog::error("ZooKeeper transaction of {} operations not sent: {}", ops.size(), why);
+        return Status::too_large;
+    }
     auto st = std::make_shared<OpState>();
     int rc = call(
         st,
@@ -467,5 +497,17 @@ Transaction& Transaction::remove(std::string path, int32_t version) {
     return *this;
 }
 Status Transaction::commit() { return session_.commit(*this); }
+
+std::size_t Transaction::request_bytes() const {
+    std::size_t n = detail::kRequestFraming;
+    for (const auto& o : ops_) n += detail::kOpFraming + o.path.size() + o.data.size();
+    return n;
+}
+
+std::size_t write_request_bytes(const std::vector<KeyValue>& kvs) {
+    std::size_t n = detail::kRequestFraming;
+    for (const auto& [path, data] : kvs) n += 2 * (detail::kOpFraming + path.size()) + data.size();  // set + check
+    return n;
+}
 
 }  // namespace pvc::zk
