@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# A lab cluster on this machine: builds pvc, then brings up N nodes (default 2),
-# each a network namespace with its own libvirtd and pvcnoded, plus one ZooKeeper
-# (tools/lab/README.md), and initialises the cluster. Then use `pvc` against it:
-#   export PVC_ZOOKEEPER=<printed address>; pvc node list; pvc vm define tools/lab/tiny-vm.xml ...
-#   tools/lab-cluster.sh [N...]      up (nodes 1 2 by default)
-#   tools/lab-cluster.sh down        everything stopped and removed
+# A lab cluster on this machine, as an operator sees it: builds pvc, then brings
+# up N nodes (default hv1 hv2), each a network namespace with its own libvirtd
+# and pvcnoded (the first three are coordinators), one ZooKeeper and a BMC per
+# node (tools/lab/README.md). Every node is readied, guest tiny1 is started on
+# the first, a first `pvc` session and each node's health are printed (every
+# deduction explained), then the daemons' logs follow. Ctrl-C (or SIGTERM)
+# stops the guest, the daemons and the lab; nothing is left running.
+#   tools/lab-cluster.sh [N...]      nodes 1 2 by default
+#   tools/lab-cluster.sh down        removes what a killed run left behind
 #   tools/lab-cluster.sh demo        fencing show on hv1..hv3 (see demo below), then down
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +15,7 @@ if [ "${1:-}" = down ]; then exec "$root/tools/lab/lab.sh" down; fi
 "$root/tools/install-deps.sh"
 build=${PVC_BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target pvcnoded pvc pvc-module-hypervisor pvc-module-fencing
+cmake --build "$build" -j"$(nproc)" --target pvcnoded pvc pvc-health-plugins pvc-module-hypervisor pvc-module-fencing
 export PVC_LAB_PVCNODED=$build/bin/pvcnoded PVC_LAB_MODULE_DIR=$build/modules
 
 # The fencing demo: three coordinators with a BMC each (tools/lab/bmc.sh), two
@@ -102,21 +105,6 @@ sys.exit(0 if len(r if isinstance(r, list) else r.split()) == 2 else 1)'
     printf '[demo %7.2f s] done; the lab goes down\n' "$(( $(now_ms) - t0 ))e-3"
 }
 if [ "${1:-}" = demo ]; then demo; exit 0; fi
-# Console logs where the VM XML (tools/lab/tiny-vm.xml) writes them; /var/log/libvirt
-# is private to each node.
-export PVC_LAB_CONSOLE_DIR=${PVC_LAB_CONSOLE_DIR:-/var/log/libvirt}
 [ $# -gt 0 ] || set -- 1 2
-"$root/tools/lab/lab.sh" up "$@"
-zk=$("$root/tools/lab/zookeeper.sh" hosts)
-sleep 2
-"$build/bin/pvc" --zookeeper "$zk" node list
-cat <<TXT
-
-Lab cluster up. Try:
-  export PVC_ZOOKEEPER=$zk PATH=$build/bin:\$PATH
-  pvc node ready hv1 --wait; pvc node ready hv2 --wait
-  pvc vm define tools/lab/tiny-vm.xml --node hv1 --no-resource-check   # nodes here have 2 CPUs
-  pvc vm start tiny1 --wait; pvc vm migrate tiny1 --node hv2 --live --wait; pvc vm unmigrate tiny1 --wait
-  pvc node flush hv1 --wait; pvc node ready hv1 --wait; pvc vm log tiny1
-Stop it with: tools/lab-cluster.sh down
-TXT
+export PVC_LAB_PLUGINS=$build/plugins
+exec "$root/tools/lab/lab.sh" run "$@"

@@ -62,8 +62,9 @@ mc_setbmc 0x20
 mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr
 mc_enable 0x20
 EMU
-    # -n: no console (stdin is not a terminal).
-    ip netns exec "$LAB_SW" ipmi_sim -n -c "$S/lan.conf" -f "$S/bmc.emu" -s "$S/state" \
+    # -n: no console (stdin is not a terminal). setsid: a Ctrl-C in the caller's
+    # terminal reaches the caller only.
+    setsid ip netns exec "$LAB_SW" ipmi_sim -n -c "$S/lan.conf" -f "$S/bmc.emu" -s "$S/state" \
         </dev/null >"$S/ipmi_sim.log" 2>&1 &
     echo $! >"$S/ipmi_sim.pid"
     sleep 0.3

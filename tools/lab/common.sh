@@ -70,3 +70,61 @@ lab_hosts_file() {
     } >"$f.tmp" && mv "$f.tmp" "$f"
     echo "$f"
 }
+
+# Why a bundled health plugin does not apply to lab node NODE (one line), or
+# nothing when it does: the lab has no KeyDB, runs without the networking
+# function, and has no RAID controller or in-band BMC unless this machine has.
+# PLUGIN is the plugin's file name (load.so, kydb, ...).
+lab_plugin_left_out() {
+    local plugin=${1%.so} node=$2 c
+    case "$plugin" in
+    kydb) echo "no KeyDB in the lab (the plugin checks localhost:6379)" ;;
+    psql) echo "its PostgreSQL databases belong to the networking function, off in the lab (enable_networking: false)" ;;
+    nics) echo "no bridge/upstream/cluster/storage devices: the networking function is off in the lab (enable_networking: false)" ;;
+    ipmi) if command -v ipmi_sim >/dev/null; then
+              echo "the lab's BMC (ipmi_sim) needs ipmitool -C 3, which the plugin's command does not pass (it times out)"
+          else
+              echo "no BMC in the lab (ipmi_sim, Debian package openipmi, is not installed)"
+          fi ;;
+    psur) [ -e /dev/ipmi0 ] || echo "no in-band BMC on this machine (/dev/ipmi0) for its power supply sensors" ;;
+    hwrd) command -v mvcli >/dev/null || command -v megacli >/dev/null || command -v ssacli >/dev/null ||
+              echo "no hardware RAID tool on this machine (mvcli, megacli, ssacli)" ;;
+    edac) [ -x /usr/bin/edac-util ] || echo "edac-util is not installed (Debian package edac-utils): no memory error counts to read" ;;
+    disk) command -v smartctl >/dev/null || [ -x /usr/sbin/smartctl ] ||
+              echo "smartctl is not installed (Debian package smartmontools): no disk to check" ;;
+    zkpr) for c in ${PVC_LAB_COORDINATORS:-}; do [ "$(node_name "$c")" = "$(node_name "$node")" ] && return 0; done
+          echo "$(node_name "$node") is not a coordinator: no ZooKeeper member of its own to check" ;;
+    esac
+}
+
+# Prints NODE's health from ZooKeeper and, when below 100, every plugin's
+# deduction with its message; "waiting" (status 1) until every plugin has run.
+lab_health() {  # ZK NODE
+    /usr/bin/python3 - "$1" "$(node_name "$2")" <<'PY'
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)
+node = sys.argv[2]
+base = f"/nodes/{node}"
+def get(path):
+    try:
+        return zk.get(path)[0].decode()
+    except Exception:
+        return ""
+plugins = [p for p in get(f"{base}/monitoring_plugins").split() if p]
+health = get(f"{base}/monitoring_health")
+rows = []
+for p in sorted(zk.get_children(f"{base}/monitoring_data") if zk.exists(f"{base}/monitoring_data") else []):
+    rows.append((p, get(f"{base}/monitoring_data/{p}/health_delta") or "0",
+                 get(f"{base}/monitoring_data/{p}/message"), get(f"{base}/monitoring_data/{p}/last_run") or "0"))
+zk.stop()
+pending = [p for p in plugins if not any(r[0] == p and r[3] not in ("", "0") for r in rows)]
+if not health.isdigit() or pending:
+    print(f"{node}: waiting for the first run of {' '.join(pending) or 'the health check'}")
+    sys.exit(1)
+print(f"{node} health {health}% (plugins: {' '.join(plugins) or 'none'})")
+for name, delta, message, _ in rows:
+    if delta not in ("0", ""):
+        print(f"  -{delta} {name}: {message}")
+PY
+}

@@ -70,7 +70,8 @@ start)
     # with the same hostname or host UUID). taskset -c 0: libvirt keys its QEMU
     # capability cache on the host CPUID, which differs between vCPUs of some VMs, so
     # an unpinned daemon may re-probe (~8 s); QEMU children are re-pinned by libvirt.
-    ip netns exec "$NS" unshare -m -u --propagation private bash -c "
+    # setsid: a session of its own, so a Ctrl-C in the caller's terminal reaches the caller only.
+    setsid ip netns exec "$NS" unshare -m -u --propagation private bash -c "
         set -e
         hostname $NAME
         mkdir -p /run/libvirt

@@ -22,6 +22,11 @@
 #   PVC_LAB_SUCCESSFUL_FENCE  successful_fence (default none), PVC_LAB_SAVING_THROWS (default 6),
 #   PVC_LAB_FENCE_INTERVALS   fence_intervals (default 6);
 #                             the node's IPMI details are its lab BMC (bmc.sh)
+#   PVC_LAB_PLUGINS           a directory of built health plugins: those that apply
+#                             to the lab are installed into the node's plugin
+#                             directory, each one left out is named with the reason
+#                             in <state>/plugins-left-out (lab_plugin_left_out in
+#                             common.sh); default: no plugins
 # Daemon state: $PVC_LAB_DIR/hvN/pvcnoded/{pvcnoded.yaml,run,log,console,pid,out.log}
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -111,6 +116,18 @@ start)
     bin=${PVC_LAB_PVCNODED:-$(command -v pvcnoded || true)}
     [ -x "$bin" ] || lab_die "pvcnoded not found (set PVC_LAB_PVCNODED)"
     cfg=$(write_config)
+    if [ -n "${PVC_LAB_PLUGINS:-}" ]; then
+        rm -f "$R"/plugins/* "$R/plugins-left-out"
+        for f in "$PVC_LAB_PLUGINS"/*; do
+            [ -f "$f" ] || continue
+            why=$(lab_plugin_left_out "${f##*/}" "$NAME")
+            if [ -n "$why" ]; then
+                echo "health plugin ${f##*/} left out: $why" >>"$R/plugins-left-out"
+            else
+                install -m 0755 "$f" "$R/plugins/"   # a copy: a rebuild never rewrites a loaded .so
+            fi
+        done
+    fi
     if [ -n "${PVC_LAB_COORDINATORS:-}" ]; then
         # The daemon connects to its coordinators by name (hvN:2181) as on a real
         # cluster; in the lab the one ZooKeeper answers for all of them.
@@ -121,12 +138,14 @@ start)
             ip netns exec "$ns" iptables -t nat -A "${rule[@]}" || lab_die "cannot forward port 2181 in $ns (iptables nat)"
     fi
     # The libvirtd's namespaces: same hostname, /run/libvirt, /etc/hosts and network.
-    nsenter -t "$lvpid" -m -u -n env PVCD_CONFIG_FILE="$cfg" "$bin" --config "$cfg" \
+    # A session of its own: a Ctrl-C in the caller's terminal reaches the caller only.
+    setsid nsenter -t "$lvpid" -m -u -n env PVCD_CONFIG_FILE="$cfg" "$bin" --config "$cfg" \
         </dev/null >"$R/out.log" 2>&1 &
     echo $! >"$R/pid"
     sleep 0.2
     pid >/dev/null || { cat "$R/out.log" >&2; lab_die "pvcnoded $NAME exited at once"; }
-    echo "pvcnoded $NAME pid=$(pid) config=$cfg"
+    plugins=$(cd "$R/plugins" && ls | sed 's/\.so$//' | sort | xargs)
+    echo "pvcnoded $NAME pid=$(pid) config=$cfg${PVC_LAB_PLUGINS:+ health plugins: ${plugins:-none}}"
     ;;
 stop)
     if p=$(pid); then

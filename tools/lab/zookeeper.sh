@@ -53,7 +53,8 @@ admin.enableServer=false
 standaloneEnabled=true
 CFG
     echo "$addr:$port" >"$D/hosts"
-    ${ns:+ip netns exec $ns} java $JVM_OPTS -cp "$CP" org.apache.zookeeper.server.quorum.QuorumPeerMain \
+    # setsid: a Ctrl-C in the caller's terminal reaches the caller only.
+    setsid ${ns:+ip netns exec $ns} java $JVM_OPTS -cp "$CP" org.apache.zookeeper.server.quorum.QuorumPeerMain \
         "$D/zoo.cfg" </dev/null >"$D/zk.log" 2>&1 &
     echo $! >"$D/pid"
     t0=$(now_ms)
