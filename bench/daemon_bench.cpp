@@ -1,5 +1,5 @@
 // pvcnoded as a whole, in the shipped configuration (the sample's logging:
-// ZooKeeper log of 2,000 lines batched per second, keepalive, cluster-detail
+// ZooKeeper log of 2,000 lines, routine lines batched 60 s, keepalive, cluster-detail
 // and plugin lines, colours, debug off; keepalive 5 s; a health pass at most
 // every 60 s), against a real ZooKeeper. Per scenario, one daemon runs
 // `ticks` keepalives at 5 s and the bench prints per tick: CPU (user+system
@@ -24,10 +24,22 @@
 //   r  the same as t on a real libvirtd: PVC_BENCH_LIBVIRT_URI=qemu+tcp://...
 //   o  the old bench's settings (debug on, a pass per tick, a ZooKeeper write
 //      per log line) for comparison
+//   l  the log ring's cost: one idle daemon (core only, the sample's logging,
+//      the ring full) for PVC_BENCH_MINUTES (default 3) minutes, twice: routine
+//      lines batched per second (zookeeper_log_batch_ms 0, as before) and as
+//      the sample (60 s); bytes per minute written to /logs/<node>/messages
+//      (a data watch: version steps x value size) and sent by the daemon
+//   Z  scenario z held for PVC_BENCH_MINUTES (default 5) minutes after its tick
+//      window, printing every PVC_BENCH_SAMPLE_S (default 30) seconds
+//      ZooKeeper's heap (jstat, from openjdk's JDK: used, and live after a
+//      full GC by jcmd), data size, transactions/s and bytes/s received
+// PVC_BENCH_ZK_BATCH_MS=<ms>: zookeeper_log_batch_ms of the daemons (default
+// the sample's 60000; 0 writes routine lines each second, as before)
 // Prints figures; never passes or fails on them.
 //   daemon_bench [ticks, default 12] [scenarios, default cpit] [fast, default 1000]
 // PVC_BENCH_VMS=<0|10|50> runs only that VM count of t, i and r.
-// (z: one run of about 2 minutes with 6 ticks; `daemon_bench 6 z`)
+// (z: one run of about 2 minutes with 6 ticks; `daemon_bench 6 z`; an hour of
+// it: `PVC_BENCH_MINUTES=60 daemon_bench 6 Z`)
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -39,6 +51,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -226,6 +240,7 @@ struct Scenario {
     int keepalive_s = 5;          // the sample's
     int fast_keepalive_ms = 0;    // >0: fast-forward ticks (PVCNODED_KEEPALIVE_MS) for the memory run
     int zk_log_ms = 1000;         // -1: ZooKeeper logging off
+    int zk_batch_ms = 60000;      // zookeeper_log_batch_ms (the sample's)
     bool shipped_logging = true;  // the sample's logging section, debug off, monitoring_interval 60
 };
 
@@ -252,9 +267,16 @@ std::string scenario_yaml(const Scenario& sc, pvc::test::NodeConfigOptions& o, p
         auto p = yaml.find(from);
         if (p != std::string::npos) yaml.replace(p, from.size(), to);
     };
+    // PVC_BENCH_ZK_BATCH_MS: zookeeper_log_batch_ms for every scenario (0:
+    // routine lines written at each interval, as before it existed).
+    int batch_ms = sc.zk_batch_ms;
+    if (const char* b = std::getenv("PVC_BENCH_ZK_BATCH_MS"); b && sc.label.rfind("routine lines", 0) != 0)
+        batch_ms = std::atoi(b);
     if (sc.zk_log_ms >= 0)
         replace("node_log_lines: 200\n",
-                fmt::format("node_log_lines: 2000\n        zookeeper_log_interval_ms: {}\n", sc.zk_log_ms));
+                fmt::format("node_log_lines: 2000\n        zookeeper_log_interval_ms: {}\n"
+                            "        zookeeper_log_batch_ms: {}\n",
+                            sc.zk_log_ms, batch_ms));
     if (sc.shipped_logging) {
         // etc/pvcnoded.sample.yaml: debug off, colours on, a health pass at most every 60 s.
         replace("debug: true", "debug: false");
@@ -396,6 +418,84 @@ void measure(const Scenario& sc, int ticks, int fast_ticks) {
               << std::flush;
 }
 
+// ---- scenario l: what the log ring costs ZooKeeper on an idle node
+
+double bench_minutes(double dflt) {
+    const char* m = std::getenv("PVC_BENCH_MINUTES");
+    double v = m ? std::atof(m) : dflt;
+    return v > 0 ? v : dflt;
+}
+
+// Every write of `key`, counted from a data watch: each fire adds the version
+// steps since the last one times the value's size (writes coalesced into one
+// fire have the ring's size, full and steady, too).
+struct WriteCounter {
+    std::mutex m;
+    int32_t version = -1;
+    long long writes = 0, bytes = 0;
+    std::shared_ptr<pvc::zk::Watch> watch;
+
+    void start(pvc::zk::Session& zk, const std::string& key) {
+        watch = zk.watch_data(key, [this](const std::optional<std::string>& v, const pvc::zk::Stat& st) {
+            std::lock_guard g(m);
+            if (v && version >= 0 && st.version > version) {
+                writes += st.version - version;
+                bytes += static_cast<long long>(st.version - version) * static_cast<long long>(v->size());
+            }
+            if (v) version = st.version;
+        });
+    }
+    std::pair<long long, long long> now() {
+        std::lock_guard g(m);
+        return {writes, bytes};
+    }
+};
+
+void measure_ring(double minutes) {
+    std::cout << fmt::format("log ring: one idle daemon (core only, the sample's logging, 2,000-line ring full), "
+                             "{:.1f} min per case after 10 s of settling\n",
+                             minutes)
+              << std::flush;
+    for (int batch : {0, 60000}) {
+        Scenario sc{.label = batch ? "routine lines batched 60 s (the sample)" : "routine lines batched 1 s (before)",
+                    .zk_batch_ms = batch};
+        Run r;
+        if (!start(r, sc, 0)) {
+            std::cout << sc.label << ": " << r.note << "\n";
+            continue;
+        }
+        std::this_thread::sleep_for(10s);
+        const std::string key = pvc::schema::path("logs.messages", {"hv1"});
+        WriteCounter wc;
+        wc.start(*r.zk, key);
+        int pid = r.daemon->pid(), port = r.server->port();
+        long long b0 = bytes_sent_to(pid, port);
+        auto t0 = Clock::now();
+        auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(minutes * 60));
+        auto next = t0 + 60s;
+        while (Clock::now() < end) {
+            std::this_thread::sleep_for(200ms);
+            if (Clock::now() >= next && Clock::now() < end) {
+                auto [w, b] = wc.now();
+                double m = std::chrono::duration<double>(Clock::now() - t0).count() / 60;
+                std::cout << fmt::format("  {:>5.1f} min: {} writes of the ring, {:.0f} KB ({:.0f} KB/min)\n", m, w,
+                                         static_cast<double>(b) / 1000, static_cast<double>(b) / 1000 / m)
+                          << std::flush;
+                next += 60s;
+            }
+        }
+        auto [w, b] = wc.now();
+        long long b1 = bytes_sent_to(pid, port);
+        double m = std::chrono::duration<double>(Clock::now() - t0).count() / 60;
+        auto size = r.zk->get(key).value_or("").size();
+        stop(r);
+        std::cout << fmt::format("{:<42} ring {:.1f} KB; {:.1f} writes/min, {:.0f} KB/min into the ring; the daemon "
+                                 "sent {:.0f} KB/min to ZooKeeper in all\n",
+                                 sc.label, static_cast<double>(size) / 1000, static_cast<double>(w) / m,
+                                 static_cast<double>(b) / 1000 / m, static_cast<double>(b1 - b0) / 1000 / m)
+                  << std::flush;
+    }
+}
 
 // ---- scenario z: ten daemons against one ZooKeeper
 
@@ -428,7 +528,29 @@ long long mntr_value(const std::string& mntr, const std::string& key) {
     return -1;
 }
 
-void measure_ten(int ticks) {
+// ZooKeeper's JVM heap in KiB from `jstat -gc` (openjdk's JDK): {used, old
+// generation}; {-1, -1} without jstat.
+std::pair<double, double> jvm_heap_kib(int pid) {
+    auto r = pvc::test::run_command({"jstat", "-gc", std::to_string(pid)}, std::chrono::seconds(20));
+    std::istringstream in(r.out);
+    std::string header, values;
+    std::getline(in, header);
+    std::getline(in, values);
+    std::istringstream h(header), v(values);
+    std::map<std::string, double> f;
+    for (std::string name, value; h >> name && v >> value;) f[name] = std::atof(value.c_str());
+    if (!f.count("EU") || !f.count("OU")) return {-1, -1};
+    return {f["S0U"] + f["S1U"] + f["EU"] + f["OU"], f["OU"]};
+}
+
+// The last transaction id (`srvr` "Zxid: 0x..."): one per write transaction.
+long long zxid(int port) {
+    std::string srvr = four_letter(port, "srvr");
+    auto p = srvr.find("Zxid: ");
+    return p == std::string::npos ? -1 : std::stoll(srvr.substr(p + 6), nullptr, 16);
+}
+
+void measure_ten(int ticks, double soak_minutes = 0) {
     const char* mode = std::getenv("PVC_BENCH_Z_VMS");
     bool spread = mode && std::string(mode) == "spread";
     const char* count = std::getenv("PVC_BENCH_Z_NODES");
@@ -558,6 +680,59 @@ void measure_ten(int ticks) {
                              mntr_value(mntr, "zk_znode_count"), mntr_value(mntr, "zk_outstanding_requests"),
                              max_outstanding, mntr_value(mntr, "zk_num_alive_connections"))
               << std::flush;
+    if (soak_minutes > 0) {
+        const char* every = std::getenv("PVC_BENCH_SAMPLE_S");
+        const auto period = std::chrono::seconds(every && std::atoi(every) > 0 ? std::atoi(every) : 30);
+        std::cout << fmt::format("held for {:.0f} min; ZooKeeper every {} s (heap: used now / live after a full GC "
+                                 "(jcmd GC.run), MiB; heap max 128 MiB as the tests' server)\n",
+                                 soak_minutes, period.count());
+        std::cout << fmt::format("{:>7} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>7}\n", "min", "heap", "live",
+                                 "data KiB", "znodes", "txn/s", "KB/s in", "RSS MiB")
+                  << std::flush;
+        auto s0 = Clock::now();
+        auto end = s0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(soak_minutes * 60));
+        long long z_prev = zxid(server.port());
+        long long in_prev = mntr_value(four_letter(server.port(), "mntr"), "zk_bytes_received_count");
+        auto t_prev = Clock::now();
+        double live_first = -1, live_last = -1;
+        while (Clock::now() < end) {
+            std::this_thread::sleep_until(std::min(end, t_prev + period));
+            auto now = Clock::now();
+            double dt = std::chrono::duration<double>(now - t_prev).count();
+            long long z = zxid(server.port());
+            std::string m = four_letter(server.port(), "mntr");
+            if (m.empty()) {
+                std::cout << fmt::format("ZooKeeper no longer answers after {:.1f} min (its JVM out of heap?)\n",
+                                         std::chrono::duration<double>(now - s0).count() / 60);
+                break;
+            }
+            long long in = mntr_value(m, "zk_bytes_received_count");
+            auto [used, old] = jvm_heap_kib(zk_pid);
+            pvc::test::run_command({"jcmd", std::to_string(zk_pid), "GC.run"}, std::chrono::seconds(20));
+            auto [live, live_old] = jvm_heap_kib(zk_pid);
+            (void)old;
+            (void)live_old;
+            if (live >= 0) {
+                if (live_first < 0) live_first = live;
+                live_last = live;
+            }
+            std::cout << fmt::format("{:>7.1f} {:>8.1f} {:>8.1f} {:>9.0f} {:>9} {:>8.1f} {:>9.1f} {:>7.1f}\n",
+                                     std::chrono::duration<double>(now - s0).count() / 60, used / 1024, live / 1024,
+                                     static_cast<double>(mntr_value(m, "zk_approximate_data_size")) / 1024,
+                                     mntr_value(m, "zk_znode_count"), static_cast<double>(z - z_prev) / dt,
+                                     static_cast<double>(in - in_prev) / 1000 / dt, sample(zk_pid).rss_kib / 1024.0)
+                      << std::flush;
+            z_prev = z;
+            in_prev = in;
+            t_prev = now;
+        }
+        if (live_first >= 0)
+            std::cout << fmt::format("ZooKeeper's live heap {:.1f} -> {:.1f} MiB over {:.0f} min\n",
+                                     live_first / 1024, live_last / 1024, soak_minutes);
+        else
+            std::cout << "jstat not found (openjdk-17-jdk-headless): heap not shown\n";
+        std::cout << std::flush;
+    }
     // Stop in reverse order (the coordinators last), one at a time.
     std::string stops;
     for (auto it = ns.rbegin(); it != ns.rend(); ++it) {
@@ -583,12 +758,13 @@ int main(int argc, char** argv) {
     const char* real_uri = std::getenv("PVC_BENCH_LIBVIRT_URI");
     bool have_hv = std::filesystem::exists(pvc::test::build_dir() + "/modules/libpvc-module-hypervisor.so");
     std::cout << fmt::format(
-        "pvcnoded in the shipped configuration (etc/pvcnoded.sample.yaml's logging: ZooKeeper log 2,000 lines "
-        "batched 1 s, keepalive and plugin lines, colours; debug off; keepalive 5 s; monitoring_interval 60 s)\n"
+        "pvcnoded in the shipped configuration (etc/pvcnoded.sample.yaml's logging: ZooKeeper log 2,000 lines, "
+        "routine lines batched 60 s, warnings 1 s; keepalive and plugin lines, colours; debug off; keepalive 5 s; "
+        "monitoring_interval 60 s)\n"
         "{} ticks measured per scenario at 5 s; memory after {} ticks fast-forwarded at 100 ms\n",
         ticks, fast_ticks);
     auto want = [&](char c) { return only.find(c) != std::string::npos; };
-    bool single = only.find_first_not_of("z") != std::string::npos;  // any one-daemon scenario
+    bool single = only.find_first_not_of("zZl") != std::string::npos;  // any one-daemon scenario of the table
     if (single) {
         std::cout << fmt::format("{:<40} {:>8} {:>9} {:>8} {:>8} {:>7} {:>6} {:>6} {:>4} {:>7}\n", "scenario",
                                  "to run", "CPU/tick", "ZK rq/t", "KiB/t", "wall/t", "RSS", "PSS", "thr", "stop ms");
@@ -622,10 +798,11 @@ int main(int argc, char** argv) {
         measure({.label = "hypervisor, 1,000 VMs of another node", .vms = -1, .foreign_vms = 1000,
                  .fast_keepalive_ms = 100},
                 ticks, fast_ticks);
-    if (want('z')) {
-        if (have_hv) measure_ten(ticks);
+    if (want('z') || want('Z')) {
+        if (have_hv) measure_ten(ticks, want('Z') ? bench_minutes(5) : 0);
         else std::cout << "scenario z skipped: hypervisor module not built\n";
     }
+    if (want('l')) measure_ring(bench_minutes(3));
     if (want('r')) {
         if (!real_uri || !have_hv)
             std::cout << "real libvirtd scenarios skipped: set PVC_BENCH_LIBVIRT_URI (e.g. a lab node's libvirtd)\n";
@@ -639,7 +816,7 @@ int main(int argc, char** argv) {
     if (want('o')) {
         // The old bench's settings: debug on, a health pass per keepalive, one ZooKeeper write per line.
         measure({.label = "plugins, debug, pass per tick, ZK/line", .plugins = true, .zk_log_ms = 0,
-                 .shipped_logging = false},
+                 .zk_batch_ms = 0, .shipped_logging = false},
                 ticks, 0);
     }
     if (single)
