@@ -21,7 +21,7 @@
 namespace pvc::api {
 
 struct ServerLimits {
-    std::size_t body_bytes = 4 * 1024 * 1024;   // a VM's XML fits
+    std::size_t body_bytes = 2 * 1024 * 1024;   // a VM's XML as large as ZooKeeper holds, form-encoded
     std::size_t header_bytes = 16 * 1024;
     unsigned connections = 64;                  // open at once; more are answered 503 and closed
     std::chrono::milliseconds request_timeout{30000};  // to receive one request, and to send one response

@@ -371,12 +371,30 @@ std::string health_metrics(const Reader& r, VmCache& vms) {
     return o.take();
 }
 
-std::string resource_metrics(const Reader& r, VmCache& vms) {
-    Out o;
-    auto nodes = r.children(path("base.node"));
-    std::vector<Json> node_objs;
-    for (const auto& n : nodes) node_objs.push_back(node_object(r, n));
-    // Cluster figures: all nodes but the one with the most CPUs (N-1).
+namespace {
+
+// The sections of /metrics/resource, in the reference's order.
+
+struct OsdStats {
+    std::string id;
+    Json stats;  // the `stats` key's JSON, null when unreadable
+};
+
+std::vector<OsdStats> read_osd_stats(const Reader& r) {
+    std::vector<OsdStats> out;
+    for (const auto& id : r.children(path("base.osd"))) {
+        Json s;
+        try {
+            s = Json::parse(r.value(path("osd.stats", {id})));
+        } catch (...) {
+        }
+        out.push_back({id, std::move(s)});
+    }
+    return out;
+}
+
+// Cluster figures: CPU and memory of all nodes but the largest (N-1), disk of every OSD.
+void cluster_section(Out& o, const std::vector<Json>& node_objs, const std::vector<OsdStats>& osd_stats) {
     size_t largest_cpu = 0, largest_mem = 0;
     for (size_t i = 0; i < node_objs.size(); ++i) {
         if (node_objs[i]["cpu_count"].get<long long>() > node_objs[largest_cpu]["cpu_count"].get<long long>()) largest_cpu = i;
@@ -395,17 +413,9 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
     }
     auto pct = [](double a, double b) { return b > 0 ? a / b * 100 : 0.0; };
     double kb = 0, kb_used = 0;
-    auto osds = r.children(path("base.osd"));
-    std::vector<std::pair<std::string, Json>> osd_stats;
-    for (const auto& id : osds) {
-        Json s;
-        try {
-            s = Json::parse(r.value(path("osd.stats", {id})));
-        } catch (...) {
-        }
+    for (const auto& [id, s] : osd_stats) {
         kb += jnum(s, "kb");
         kb_used += jnum(s, "kb_used");
-        osd_stats.emplace_back(id, s);
     }
     o.metric("pvc_cluster_cpu_utilization", "PVC cluster CPU utilization");
     o.sample("pvc_cluster_cpu_utilization", {}, num(pct(load, cpus)));
@@ -419,7 +429,9 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
     o.sample("pvc_cluster_memory_provisioned_utilization", {}, num(pct(prov, total)));
     o.metric("pvc_cluster_disk_utilization", "PVC cluster disk utilization");
     o.sample("pvc_cluster_disk_utilization", {}, num(pct(kb_used, kb)));
+}
 
+void node_section(Out& o, const std::vector<Json>& node_objs) {
     struct NodeMetric {
         const char* name;
         const char* help;
@@ -469,6 +481,9 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
         }
     }
 
+}
+
+void vm_section(Out& o, const Reader& r, VmCache& vms) {
     // Per VM: each VM's lines of every family are built once per change of
     // the VM (VmCache::metric_lines), a scrape only assembles them.
     const auto& families = vm_families();
@@ -480,6 +495,9 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
         for (const auto& l : vm_lines) o.append((*l)[i]);
     }
 
+}
+
+void osd_section(Out& o, const Reader& r, const std::vector<OsdStats>& osd_stats) {
     // Per OSD (a line is left out when its figure is missing).
     auto osd_line = [&](const char* name, const char* key, double scale) {
         o.metric(name, "PVC OSD statistic");
@@ -520,7 +538,9 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
     osd_line("pvc_ceph_osd_rd_ops", "rd_ops", 1);
     osd_data_line("pvc_ceph_osd_rd_data", "rd_data");
 
-    // Per pool.
+}
+
+void pool_section(Out& o, const Reader& r) {
     auto pools = r.children(path("base.pool"));
     o.metric("pvc_ceph_pool_tier", "PVC pool tier");
     for (const auto& p : pools) {
@@ -569,6 +589,20 @@ std::string resource_metrics(const Reader& r, VmCache& vms) {
                 o.sample(name, {{"pool", pools[i]}}, percent ? num(jnum(s, k) * 100) : raw(jnum(s, k)));
         }
     }
+}
+
+}  // namespace
+
+std::string resource_metrics(const Reader& r, VmCache& vms) {
+    Out o;
+    std::vector<Json> node_objs;
+    for (const auto& n : r.children(path("base.node"))) node_objs.push_back(node_object(r, n));
+    auto osd_stats = read_osd_stats(r);
+    cluster_section(o, node_objs, osd_stats);
+    node_section(o, node_objs);
+    vm_section(o, r, vms);
+    osd_section(o, r, osd_stats);
+    pool_section(o, r);
     return o.take();
 }
 

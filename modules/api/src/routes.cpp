@@ -510,6 +510,10 @@ HttpResponse Api::lists_vms(Ctx& c, const std::optional<std::string>& limit, boo
     auto build = [&] {
         std::vector<std::pair<std::string, std::string>> picked;  // (name, uuid)
         for (const auto& u : r.children(path("base.domain"))) {
+            // The client left, ran over its budget or the server stops:
+            // nobody reads the answer (the unfiltered list is kept for the
+            // next request, so it is always built whole).
+            if (!unfiltered && c.stop.stop_requested()) return std::string();
             std::string name = r.value(path("domain.name", {u}));
             if (uuid_limit && *uuid_limit != u && *uuid_limit != name) continue;
             if (l.re && !full_match(l, name)) continue;

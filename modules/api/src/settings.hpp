@@ -17,7 +17,7 @@
 //         cert_file: /etc/pvc/api-cert.pem
 //         key_file: /etc/pvc/api-key.pem
 //       limits:
-//         max_body_bytes: 4194304
+//         max_body_bytes: 2097152
 //         max_header_bytes: 16384
 //         max_connections: 64
 //         request_timeout: 30          seconds to receive a request / send a response
