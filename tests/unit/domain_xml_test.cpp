@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -342,4 +343,38 @@ TEST(DomainXmlBounds, DepthElementCountAndSizesAreBounded) {
     // At the bounds: accepted.
     auto x = with("<description>" + std::string(L::max_text_bytes, 't') + "</description>");
     EXPECT_EQ(x.description.size(), L::max_text_bytes);
+}
+
+// Generated input: a valid document cut, spliced and sprinkled with markup
+// (declarations, entities, comments, CDATA, quotes). Whatever comes of it,
+// the reader answers a DomainXml or a DomainXmlError, and what it reads is
+// never more than the text it was given (no entity ever expands).
+TEST(DomainXmlBounds, GeneratedDocumentsAreReadOrRefusedNeverExpanded) {
+    const std::vector<std::string> pieces = {
+        "<", ">", "/>", "'", "\"", "=", "&", ";", "&a;", "&amp;", "&#60;", "<!--", "-->", "<![CDATA[", "]]>", "<?", "?>",
+        "<!DOCTYPE domain [<!ENTITY a 'aaaaaaaaaaaaaaaa'>]>", "<!ENTITY a 'x'>", "<!", "<description>&a;&a;&a;</description>",
+        "<e a='1' b='2'>", "</e>", "<x/>", "\xc3\xa9", "\xff", " ", "\n"};
+    std::mt19937 rng(26);
+    const std::string base = kFull;
+    size_t parsed = 0;
+    for (int i = 0; i < 20000; ++i) {
+        std::string doc = base;
+        int edits = 1 + static_cast<int>(rng() % 6);
+        for (int e = 0; e < edits; ++e) {
+            size_t at = rng() % (doc.size() + 1);
+            switch (rng() % 3) {
+                case 0: doc.insert(at, pieces[rng() % pieces.size()]); break;
+                case 1: doc.erase(at, rng() % 16); break;
+                default: doc.insert(at, doc.substr(rng() % doc.size(), rng() % 64)); break;
+            }
+        }
+        try {
+            auto x = parse_domain_xml(doc);
+            ++parsed;
+            EXPECT_LE(x.description.size(), doc.size()) << doc;
+            EXPECT_LE(x.name.size(), doc.size()) << doc;
+        } catch (const pvc::DomainXmlError&) {
+        }
+    }
+    EXPECT_GT(parsed, 500u) << "the generator still makes documents that parse";
 }
