@@ -301,6 +301,12 @@ TEST(DomainXmlBounds, ADocumentTypeDeclarationIsRefusedBeforeAnyEntityExpands) {
     std::string utf16 = "\xff\xfe";
     for (char ch : std::string("<!DOCTYPE d [<!ENTITY a 'b'>]><domain/>")) utf16 += std::string{ch, '\0'};
     EXPECT_NE(refusal(utf16).find("NUL"), std::string::npos);
+    // EBCDIC (IBM037), which libxml2 would detect from its first bytes: no '<' the first pass could see.
+    const std::string ebcdic = "\x4c\x6f\xa7\x94\x93\x40\xa5\x85\x99\xa2\x89\x96\x95\x7e\x7d\xf1\x4b\xf0\x7d\x40\x85\x95\x83\x96\x84\x89\x95\x87\x7e\x7d\xc9\xc2\xd4\xf0\xf3\xf7\x7d\x6f\x6e\x4c\x5a\xc4\xd6\xc3\xe3\xe8\xd7\xc5\x40\x84\x40\xba\x4c\x5a\xc5\xd5\xe3\xc9\xe3\xe8\x40\x81\x40\x7d\x82\x7d\x6e\xbb\x6e\x4c\x84\x96\x94\x81\x89\x95\x6e\x4c\x95\x81\x94\x85\x6e\x50\x81\x5e\x4c\x61\x95\x81\x94\x85\x6e\x4c\x61\x84\x96\x94\x81\x89\x95\x6e";
+    EXPECT_NE(refusal(ebcdic).find("not UTF-8"), std::string::npos) << refusal(ebcdic);
+    EXPECT_NE(refusal("<domain><name>\xc3</name></domain>").find("not UTF-8 at offset 14"), std::string::npos);
+    EXPECT_EQ(parse_domain_xml("\xef\xbb\xbf<domain><name>caf\xc3\xa9 \xf0\x9f\x96\xa5</name></domain>").name,
+              "caf\xc3\xa9 \xf0\x9f\x96\xa5");  // a BOM and any UTF-8 are fine
     // The text of a comment or a CDATA section is no declaration.
     auto x = parse_domain_xml("<domain><!-- <!DOCTYPE x> --><description><![CDATA[<!DOCTYPE y>]]></description></domain>");
     EXPECT_EQ(x.description, "<!DOCTYPE y>");

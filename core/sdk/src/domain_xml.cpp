@@ -85,6 +85,29 @@ std::string over(const char* what, std::size_t limit) {
     return std::string(what) + " (the limit is " + std::to_string(limit) + ")";
 }
 
+// Where `t` stops being UTF-8 (npos: nowhere). Whatever a document
+// declares, it is read as UTF-8: libxml2 would otherwise switch on its own to
+// an encoding guessed from the first bytes (UTF-16, UCS-4, EBCDIC) in which
+// the first pass, reading ASCII markup, sees no markup at all.
+std::size_t first_non_utf8(std::string_view t) {
+    for (std::size_t i = 0; i < t.size();) {
+        auto c = static_cast<unsigned char>(t[i]);
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (!len || i + len > t.size()) return i;
+        for (std::size_t k = 1; k < len; ++k)
+            if ((static_cast<unsigned char>(t[i + k]) & 0xc0) != 0x80) return i;
+        auto c1 = static_cast<unsigned char>(t[i + 1]);
+        if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) || (c == 0xf4 && c1 >= 0x90))
+            return i;  // overlong, a surrogate, over U+10FFFF
+        i += len;
+    }
+    return std::string_view::npos;
+}
+
 // A document type declaration seen although the first pass refuses them
 // (defence in depth): the parser stops before its internal subset.
 void stop_at_doctype(void* ctx, const xmlChar*, const xmlChar*, const xmlChar*) {
@@ -171,6 +194,8 @@ void check_domain_xml_bounds(std::string_view t) {
     if (t.size() > L::max_bytes)
         refuse("the document is " + std::to_string(t.size()) + " bytes, " + over("too large", L::max_bytes));
     if (t.find('\0') != std::string_view::npos) refuse("a NUL byte (the document must be UTF-8)");
+    if (auto bad = first_non_utf8(t); bad != std::string_view::npos)
+        refuse("bytes that are not UTF-8 at offset " + std::to_string(bad) + " (the document must be UTF-8)");
     auto text_run = [&](std::size_t from, std::size_t to) {
         if (to - from > L::max_text_bytes) refuse(over("a text of more bytes than allowed", L::max_text_bytes));
     };
