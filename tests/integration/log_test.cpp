@@ -83,6 +83,19 @@ TEST_F(ZooKeeperLog, ALineAppearsWithinThePeriod) {
     pvc::shutdown_log_sink(s);
 }
 
+TEST_F(ZooKeeperLog, ALocalLoggersLinesNeverReachTheRing) {
+    auto s = sink(100, 300);
+    pvc::Logger log(s, "api");
+    pvc::attach_zookeeper(s, zk, "hv1");
+    log.local().info("local only");
+    log.local().child("api2").info("local child");
+    log.info("shared line");
+    ASSERT_TRUE(pvc::test::eventually([&] { return messages().find("shared line") != std::string::npos; }, 10s))
+        << messages();
+    EXPECT_EQ(messages().find("local"), std::string::npos) << messages();
+    pvc::shutdown_log_sink(s);
+}
+
 TEST_F(ZooKeeperLog, ABurstIsBatchedAndKeepsTheLastLines) {
     const int kept = 200, period_ms = 400;
     auto s = sink(kept, period_ms);

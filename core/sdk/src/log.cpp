@@ -204,7 +204,7 @@ public:
 
     bool debug() const { return debug_; }
 
-    void write(LogState state, const std::string& prefix, std::string_view message) {
+    void write(LogState state, const std::string& prefix, std::string_view message, bool to_zookeeper = true) {
         if (state == LogState::debug && !debug_) return;
         std::string text(message);
         for (const auto& s : secrets_) {
@@ -220,7 +220,7 @@ public:
         }
         std::string line = head + body;
         logger_->log(level_of(state), line);
-        if (zk_enabled_) {
+        if (zk_enabled_ && to_zookeeper) {
             // The ZooKeeper copy always starts with a timestamp.
             std::string zline = dates_ && state != LogState::none ? line : timestamp() + " " + line;
             const bool urgent = state == LogState::warning || state == LogState::error;
@@ -485,7 +485,7 @@ private:
 };
 
 void Logger::log(LogState state, std::string_view message) const {
-    if (sink_) sink_->write(state, prefix_, message);
+    if (sink_) sink_->write(state, prefix_, message, !local_);
     else std::fprintf(stderr, "%.*s\n", static_cast<int>(message.size()), message.data());
 }
 

@@ -25,10 +25,10 @@ void ApiModule::start(NodeContext& ctx) {
         log_.warn("API: authentication is enabled but pvc.api.authentication.tokens is empty: every protected route "
                   "answers 401");
     pool_ = std::make_unique<ModulePool>(ctx.executor, "api", 1);
-    view_ = std::make_unique<ClusterView>(zk_);
+    view_ = std::make_shared<ClusterView>(zk_);
     view_->start();
-    figures_.zookeeper_requests = [zk = zk_] { return zk->stats().requests; };
-    api_ = std::make_unique<Api>(zk_, *view_, settings_, log_, figures_, &ctx.services);
+    figures_->zookeeper_requests = [zk = zk_] { return zk->stats().requests; };
+    api_ = std::make_shared<Api>(zk_, *view_, settings_, log_, *figures_, &ctx.services);
     router_ = ctx.events.router_state.subscribe([this](const std::string& s) { on_router_state(s); });
     tick_ = ctx.events.keepalive_tick.subscribe([this] { on_tick(); });
     // A daemon that starts as primary (its router state already primary).
@@ -46,7 +46,7 @@ void ApiModule::stop() {
         std::lock_guard g(server_m_);
         if (server_) {
             server_->stop();
-            figures_.server = nullptr;
+            figures_->server = nullptr;
             server_.reset();
         }
     }
@@ -69,17 +69,25 @@ uint16_t ApiModule::port() const {
 void ApiModule::serve() {
     std::lock_guard g(server_m_);
     if (server_ || !api_) return;
-    const auto& o = settings_.server;
+    ServerOptions o = settings_.server;
+    // A connection that sent a valid key may use the reserved connections.
+    if (settings_.auth_enabled && !settings_.tokens.empty())
+        o.key_valid = [tokens = settings_.tokens](std::string_view key) {
+            for (const auto& t : tokens)
+                if (!t.token.empty() && t.token == key) return true;
+            return false;
+        };
     // The listen address may be the floating address the network module is
     // adding at this moment: a few retries (the socket binds with
     // IP_FREEBIND, so this is for other transient failures).
     for (int attempt = 0; attempt < 20; ++attempt) {
-        auto s = std::make_unique<HttpServer>(o, [this](const HttpRequest& r, std::stop_token st) {
-            return api_->handle(r, st);
+        auto s = std::make_unique<HttpServer>(o, [api = api_, view = view_, figures = figures_](const HttpRequest& r,
+                                                                                              std::stop_token st) {
+            return api->handle(r, st);
         }, log_);
         try {
             s->start();
-            figures_.server = &s->counters();
+            figures_->server = &s->counters();
             log_.ok("API: listening on {}:{} ({})", o.address, s->port(), o.tls ? "https" : "http");
             server_ = std::move(s);
             return;
@@ -98,7 +106,7 @@ void ApiModule::stop_serving() {
     std::lock_guard g(server_m_);
     if (!server_) return;
     server_->stop();
-    figures_.server = nullptr;
+    figures_->server = nullptr;
     server_.reset();
     log_.ok("API: stopped listening");
 }
@@ -135,15 +143,15 @@ void ApiModule::on_router_state(const std::string& state) {
 // round trip (on the pool: a read may wait on a slow ZooKeeper).
 void ApiModule::on_tick() {
     auto now = std::chrono::steady_clock::now();
-    if (last_tick_) figures_.keepalive_interval_s = std::chrono::duration<double>(now - *last_tick_).count();
+    if (last_tick_) figures_->keepalive_interval_s = std::chrono::duration<double>(now - *last_tick_).count();
     last_tick_ = now;
-    figures_.failed_tasks = executor_ ? executor_->failed_tasks() : 0;
+    figures_->failed_tasks = executor_ ? executor_->failed_tasks() : 0;
     if (!pool_ || probing_.exchange(true)) return;
     pool_->post("ZooKeeper latency probe", [this](std::stop_token) {
         auto t0 = std::chrono::steady_clock::now();
         try {
             zk_->exists(schema::path("base.schema.version"));
-            figures_.zookeeper_latency_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            figures_->zookeeper_latency_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         } catch (const std::exception&) {
         }
         probing_ = false;

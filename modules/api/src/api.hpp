@@ -50,9 +50,11 @@ private:
     Logger log_;
     std::shared_ptr<zk::Session> zk_;
     Executor* executor_ = nullptr;
-    std::unique_ptr<ClusterView> view_;
-    DaemonFigures figures_;
-    std::unique_ptr<Api> api_;
+    // Shared with the server's handler: a request still running when the
+    // server gave up waiting for it keeps what it uses (stop_bound).
+    std::shared_ptr<ClusterView> view_;
+    std::shared_ptr<DaemonFigures> figures_ = std::make_shared<DaemonFigures>();
+    std::shared_ptr<Api> api_;
     mutable std::mutex server_m_;
     std::unique_ptr<HttpServer> server_;
     std::unique_ptr<ModulePool> pool_;

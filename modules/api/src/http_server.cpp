@@ -1,18 +1,26 @@
 #include "http_server.hpp"
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <time.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include <openssl/ssl.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -25,36 +33,282 @@ namespace net = boost::asio;
 namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+// TLS 1.2 suites with forward secrecy (ECDHE or DHE key exchange) and an
+// AEAD cipher; TLS 1.3's suites all are. No static-RSA key exchange, no CBC
+// with SHA-1 (AES128-SHA and the like).
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
+
+// How often a running request's budgets are looked at.
+constexpr auto kBudgetTick = 100ms;
+
+// One client for the per-client limits: an IPv4 address (also mapped into
+// IPv6), or an IPv6 /64 (what one host is usually given).
+std::string client_of(const net::ip::address& a) {
+    if (a.is_v6()) {
+        auto v6 = a.to_v6();
+        if (v6.is_v4_mapped()) return net::ip::make_address_v4(net::ip::v4_mapped, v6).to_string();
+        auto b = v6.to_bytes();
+        std::fill(b.begin() + 8, b.end(), 0);
+        return net::ip::address_v6(b).to_string() + "/64";
+    }
+    return a.to_string();
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+    return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s" : fmt::format("{:.1f} s", d.count() / 1000.0);
+}
+
+// The handlers' threads. A job runs when a thread is free and its client has
+// fewer than `per_client` jobs running (in order of arrival otherwise), so
+// one client's slow requests never hold the others' back. Each thread keeps
+// the queue alive: a thread still running a job when close() gives up on it
+// is detached and ends after that job.
+class WorkQueue : public std::enable_shared_from_this<WorkQueue> {
+public:
+    WorkQueue(unsigned threads, unsigned per_client, std::shared_ptr<HttpServer::Counters> counters)
+        : size_(std::max(1u, threads)), per_client_(std::max(1u, per_client)), counters_(std::move(counters)) {}
+
+    void start() {
+        std::lock_guard g(m_);
+        exited_.assign(size_, false);
+        for (unsigned t = 0; t < size_; ++t) threads_.emplace_back([self = shared_from_this(), t] { self->run(t); });
+    }
+
+    // Dropped (with what it holds) once the queue is closed.
+    void post(const std::string& client, std::function<void()> job) {
+        {
+            std::lock_guard g(m_);
+            if (closed_) return;
+            jobs_.push_back({client, std::move(job)});
+            ++counters_->waiting;
+        }
+        cv_.notify_one();
+    }
+
+    // Drops the jobs not started and waits until the running ones end, at
+    // most until `until`. Returns how many were still running then.
+    unsigned close(Clock::time_point until) {
+        std::deque<Job> dropped;
+        std::vector<std::thread> join, detach;
+        unsigned left = 0;
+        {
+            std::unique_lock lk(m_);
+            closed_ = true;
+            dropped.swap(jobs_);
+            counters_->waiting -= static_cast<unsigned>(dropped.size());
+            cv_.notify_all();
+            idle_cv_.wait_until(lk, until, [&] {
+                return running_ == 0 && std::all_of(exited_.begin(), exited_.end(), [](bool e) { return e; });
+            });
+            left = running_;
+            for (unsigned t = 0; t < threads_.size(); ++t) {
+                if (!threads_[t].joinable()) continue;
+                bool self = threads_[t].get_id() == std::this_thread::get_id();
+                (exited_[t] && !self ? join : detach).push_back(std::move(threads_[t]));
+            }
+        }
+        for (auto& t : join) t.join();
+        for (auto& t : detach) t.detach();
+        dropped.clear();  // the sessions they hold, outside the lock
+        return left;
+    }
+
+private:
+    struct Job {
+        std::string client;
+        std::function<void()> run;
+    };
+
+    void run(unsigned index) {
+        std::unique_lock lk(m_);
+        for (;;) {
+            auto it = jobs_.end();
+            cv_.wait(lk, [&] { return closed_ || (it = runnable()) != jobs_.end(); });
+            if (closed_) break;
+            Job job = std::move(*it);
+            jobs_.erase(it);
+            --counters_->waiting;
+            ++counters_->running;
+            ++running_;
+            ++by_client_[job.client];
+            lk.unlock();
+            try {
+                job.run();
+            } catch (...) {
+                // A job catches what its handler throws; nothing leaves the thread.
+            }
+            job.run = nullptr;  // what it held goes before the lock is taken again
+            lk.lock();
+            --counters_->running;
+            --running_;
+            if (auto c = by_client_.find(job.client); c != by_client_.end() && --c->second == 0) by_client_.erase(c);
+            if (running_ == 0) idle_cv_.notify_all();
+        }
+        exited_[index] = true;
+        idle_cv_.notify_all();
+    }
+
+    std::deque<Job>::iterator runnable() {
+        for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+            auto c = by_client_.find(it->client);
+            if (c == by_client_.end() || c->second < per_client_) return it;
+        }
+        return jobs_.end();
+    }
+
+    const unsigned size_, per_client_;
+    const std::shared_ptr<HttpServer::Counters> counters_;
+    std::mutex m_;
+    std::condition_variable cv_, idle_cv_;
+    std::deque<Job> jobs_;
+    std::map<std::string, unsigned> by_client_;  // jobs running, by client
+    unsigned running_ = 0;
+    bool closed_ = false;
+    std::vector<std::thread> threads_;
+    std::vector<bool> exited_;
+};
+
+// Lines for the operator (a handler's failure, a request over its budget,
+// refused connections) go to the whole log, ZooKeeper's node log included,
+// at most `burst` a minute: a client can cause them at will. Beyond that
+// they go to the local log only, and the next shared line says how many did.
+class OperatorLog {
+public:
+    OperatorLog(Logger log, unsigned burst) : log_(std::move(log)), burst_(burst) {}
+
+    void line(LogState state, std::string text) {
+        unsigned skipped = 0;
+        bool shared = false;
+        {
+            std::lock_guard g(m_);
+            auto now = Clock::now();
+            if (now - window_ >= 60s) {
+                window_ = now;
+                count_ = 0;
+            }
+            shared = count_ < burst_;
+            if (shared) {
+                ++count_;
+                skipped = std::exchange(skipped_, 0);
+            } else {
+                ++skipped_;
+            }
+        }
+        if (!shared) return log_.local().log(state, text);
+        if (skipped) text += fmt::format(" ({} such line(s) before this one went to the local log only)", skipped);
+        log_.log(state, text);
+    }
+
+private:
+    Logger log_;
+    const unsigned burst_;
+    std::mutex m_;
+    Clock::time_point window_{};
+    unsigned count_ = 0, skipped_ = 0;
+};
+
+// One request's cancellation: the stop source behind the handler's token,
+// why it was stopped, and the CPU clock of the thread running the handler
+// (read by the session's budget check while that thread runs it).
+struct RequestControl {
+    enum class Why { none, client_gone, cpu, time, stopping };
+
+    std::stop_source source;
+    std::atomic<Why> why{Why::none};
+    std::optional<std::stop_callback<std::function<void()>>> on_server_stop;
+
+    void cancel(Why w) {
+        Why none = Why::none;
+        why.compare_exchange_strong(none, w);
+        source.request_stop();
+    }
+    // On the worker thread, around the handler.
+    void begin() {
+        std::lock_guard g(m_);
+        started_ = Clock::now();
+        has_clock_ = pthread_getcpuclockid(pthread_self(), &clock_) == 0 && ::clock_gettime(clock_, &cpu0_) == 0;
+        running_ = true;
+    }
+    void end() {
+        std::lock_guard g(m_);
+        running_ = false;  // from here the thread may go: its clock is not read again
+    }
+    std::chrono::nanoseconds cpu_used() {
+        std::lock_guard g(m_);
+        timespec now{};
+        if (!running_ || !has_clock_ || ::clock_gettime(clock_, &now) != 0) return {};
+        return std::chrono::seconds(now.tv_sec - cpu0_.tv_sec) + std::chrono::nanoseconds(now.tv_nsec - cpu0_.tv_nsec);
+    }
+    std::optional<Clock::time_point> started() {
+        std::lock_guard g(m_);
+        return started_;
+    }
+
+private:
+    std::mutex m_;
+    bool running_ = false, has_clock_ = false;
+    clockid_t clock_{};
+    timespec cpu0_{};
+    std::optional<Clock::time_point> started_;
+};
+
+}  // namespace
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     ServerOptions opt;
     Handler handler;
-    Logger log;
+    Logger log, access;  // access: the per-request lines, local log only
+    OperatorLog ops;
     net::io_context ioc;
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
     std::optional<tcp::acceptor> acceptor;
     std::optional<ssl::context> tls;
-    std::unique_ptr<net::thread_pool> workers;
+    std::shared_ptr<WorkQueue> queue;
     std::vector<std::thread> io_threads;
     std::stop_source stop_source;
-    Counters counters;
-    std::mutex m;
+    const std::shared_ptr<Counters> counters = std::make_shared<Counters>();  // shared with the queue
+    std::mutex m;  // closers, per_client, refusal figures
     std::map<uint64_t, std::function<void()>> closers;
+    std::map<std::string, unsigned> per_client;  // open connections by client
+    // Connections in the reserve that have not sent a valid key yet, oldest
+    // first (by id): when every connection is taken, a new one pushes the
+    // oldest of them out, so idle sockets cannot hold the reserve either.
+    std::map<uint64_t, std::function<void()>> candidates;
+    std::atomic<unsigned> authenticated{0};      // open connections that sent a valid key
     uint64_t next_id = 0;
+    unsigned refused_since_note = 0;
+    Clock::time_point last_refusal_note{};
+    std::mutex post_m;     // io_open, and posting a handler's answer to the sockets' threads
+    bool io_open = false;  // those threads still run
     bool running = false;
     uint16_t port = 0;
 
-    Impl(ServerOptions o, Handler h, Logger l) : opt(std::move(o)), handler(std::move(h)), log(std::move(l)) {}
+    Impl(ServerOptions o, Handler h, Logger l)
+        : opt(std::move(o)), handler(std::move(h)), log(l), access(l.local()), ops(l, 10) {}
     void accept();
+    void admit(tcp::socket socket);
+    // A handler's answer, to the connection's strand (nowhere once the server stopped).
+    template <class Executor, class F>
+    void deliver(const Executor& ex, F&& f) {
+        std::lock_guard g(post_m);
+        if (io_open) net::post(ex, std::forward<F>(f));
+    }
     void run_io() {
         for (;;) {
             try {
                 ioc.run();
                 return;
             } catch (const std::exception& e) {
-                log.error("API server: a socket handler failed: {}", e.what());
+                ops.line(LogState::error, fmt::format("API server: a socket handler failed: {}", e.what()));
             } catch (...) {
-                log.error("API server: a socket handler failed");
+                ops.line(LogState::error, "API server: a socket handler failed");
             }
         }
     }
@@ -71,17 +325,30 @@ std::string json_message(const std::string& m) {
     return out + "\"}\n";
 }
 
+bool quiet_close(const beast::error_code& ec) {
+    return ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
+           ec == net::error::eof || ec == net::error::connection_reset || ec == net::error::bad_descriptor;
+}
+
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
+    static constexpr bool is_tls = std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>;
+    using Why = RequestControl::Why;
+
 public:
-    Session(std::shared_ptr<HttpServer::Impl> srv, Stream&& stream, std::string peer)
-        : srv_(std::move(srv)), stream_(std::move(stream)), peer_(std::move(peer)) {
-        ++srv_->counters.open;
+    Session(std::shared_ptr<HttpServer::Impl> srv, Stream&& stream, std::string peer, std::string client, bool reserve)
+        : srv_(std::move(srv)), stream_(std::move(stream)), peer_(std::move(peer)), client_(std::move(client)),
+          reserve_(reserve) {
+        ++srv_->counters->open;
     }
     ~Session() {
-        --srv_->counters.open;
+        --srv_->counters->open;
+        if (authenticated_) --srv_->authenticated;
         std::lock_guard g(srv_->m);
         srv_->closers.erase(id_);
+        srv_->candidates.erase(id_);
+        if (auto c = srv_->per_client.find(client_); c != srv_->per_client.end() && --c->second == 0)
+            srv_->per_client.erase(c);
     }
 
     void run() {
@@ -89,76 +356,217 @@ public:
             std::weak_ptr<Session> weak = this->shared_from_this();
             std::lock_guard g(srv_->m);
             id_ = ++srv_->next_id;
-            srv_->closers[id_] = [weak] {
-                if (auto s = weak.lock())
-                    net::post(s->stream_.get_executor(), [s] {
-                        beast::error_code ec;
-                        beast::get_lowest_layer(s->stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
-                        beast::get_lowest_layer(s->stream_).close();
-                    });
+            auto closer = [weak] {
+                if (auto s = weak.lock()) net::post(s->stream_.get_executor(), [s] { s->close_now(); });
             };
+            srv_->closers[id_] = closer;
+            if (reserve_) srv_->candidates[id_] = closer;
         }
-        if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
-            beast::get_lowest_layer(stream_).expires_after(srv_->opt.limits.request_timeout);
-            stream_.async_handshake(ssl::stream_base::server,
-                                    [self = this->shared_from_this()](beast::error_code ec) {
-                                        if (!ec) self->read();
-                                    });
+        if constexpr (is_tls) {
+            lowest().expires_after(header_wait());
+            stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+                if (!ec) self->read();
+            });
         } else {
             read();
         }
     }
 
 private:
+    beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+    std::chrono::milliseconds header_wait() const {
+        return std::min(srv_->opt.limits.header_timeout, srv_->opt.limits.request_timeout);
+    }
+
+    // A request's header must come within the header timeout (a connection
+    // that sends nothing is closed then), the whole request within the
+    // request timeout.
     void read() {
         parser_.emplace();
         parser_->header_limit(static_cast<std::uint32_t>(srv_->opt.limits.header_bytes));
         parser_->body_limit(srv_->opt.limits.body_bytes);
-        beast::get_lowest_layer(stream_).expires_after(srv_->opt.limits.request_timeout);
+        read_started_ = Clock::now();
+        lowest().expires_after(header_wait());
+        http::async_read_header(stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+            self->on_header(ec);
+        });
+    }
+
+    void on_header(beast::error_code ec) {
+        if (quiet_close(ec)) return close();
+        started_ = Clock::now();
+        auto& req = parser_->get();
+        if (parser_->is_header_done()) {
+            method_ = std::string(req.method_string());
+            auto target = req.target();
+            path_ = std::string(target.substr(0, target.find('?')));
+        }
+        if (ec == http::error::header_limit) return fail(431, "Request header fields too large");
+        if (ec == http::error::body_limit) return too_large();  // its Content-Length says so already
+        if (ec) {
+            if (!parser_->is_header_done() && buffer_.size() == 0) return close();
+            return fail(400, "Bad request: " + ec.message());
+        }
+        version_ = req.version();
+        unsigned hosts = 0, keys = 0;
+        api_key_.reset();
+        for (const auto& f : req) {
+            if (beast::iequals(f.name_string(), "host")) ++hosts;
+            if (beast::iequals(f.name_string(), "x-api-key")) {
+                ++keys;
+                api_key_ = std::string(f.value());
+            }
+        }
+        if (version_ >= 11 && hosts == 0) return fail(400, "Bad request: an HTTP/1.1 request needs a Host header");
+        if (hosts > 1) return fail(400, "Bad request: more than one Host header");
+        if (keys > 1) return fail(400, "Bad request: more than one X-Api-Key header");
+        if (api_key_ && !authenticated_ && srv_->opt.key_valid && srv_->opt.key_valid(*api_key_)) {
+            authenticated_ = true;
+            ++srv_->authenticated;
+            if (reserve_) {
+                std::lock_guard g(srv_->m);
+                srv_->candidates.erase(id_);
+            }
+        }
+        if (reserve_ && !authenticated_)
+            return fail(503, "Too many connections: only requests with a valid X-Api-Key are served now");
+        lowest().expires_at(read_started_ + srv_->opt.limits.request_timeout);
         http::async_read(stream_, buffer_, *parser_,
                          [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
     }
 
     void on_read(beast::error_code ec) {
-        if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
-            ec == net::error::eof || ec == net::error::connection_reset || ec == net::error::bad_descriptor)
-            return close();
-        started_ = Clock::now();
-        if (ec == http::error::body_limit) {
-            return fail(413, "Request body too large (at most " + std::to_string(srv_->opt.limits.body_bytes) + " bytes)");
-        }
-        if (ec == http::error::header_limit) return fail(431, "Request header fields too large");
-        if (ec) {
-            if (!parser_->is_header_done() && buffer_.size() == 0) return close();
-            return fail(400, "Bad request: " + ec.message());
-        }
+        if (quiet_close(ec)) return close();
+        if (ec == http::error::body_limit) return too_large();
+        if (ec) return fail(400, "Bad request: " + ec.message());
         auto& req = parser_->get();
         HttpRequest r;
-        r.method = std::string(req.method_string());
+        r.method = method_;
         r.target = std::string(req.target());
         r.body = std::move(req.body());
         r.content_type = std::string(req[http::field::content_type]);
-        for (const auto& f : req)
-            if (beast::iequals(f.name_string(), "x-api-key")) r.api_key = std::string(f.value());
+        r.api_key = std::move(api_key_);
         r.peer = peer_;
         keep_alive_ = req.keep_alive();
-        version_ = req.version();
-        method_ = r.method;
-        auto q = r.target.find('?');
-        path_ = r.target.substr(0, q);
-        auto srv = srv_;
-        net::post(*srv_->workers, [self = this->shared_from_this(), srv, r = std::move(r)] {
+        dispatch(std::move(r));
+    }
+
+    // To a worker; meanwhile the socket is watched for the client leaving
+    // and the request's budgets are checked.
+    void dispatch(HttpRequest r) {
+        auto ctl = std::make_shared<RequestControl>();
+        ctl->on_server_stop.emplace(srv_->stop_source.get_token(), [c = ctl.get()] { c->cancel(Why::stopping); });
+        ctl_ = ctl;
+        busy_ = true;
+        ++seq_;
+        watch_peer();
+        check_budget_later();
+        auto queue = srv_->queue;
+        queue->post(client_, [self = this->shared_from_this(), srv = srv_, ctl, seq = seq_, path = path_, r = std::move(r)] {
+            if (ctl->source.stop_requested()) return;  // its client left, or the server stops, before it ran
             HttpResponse res;
+            ctl->begin();
             try {
-                res = srv->handler(r, srv->stop_source.get_token());
+                res = srv->handler(r, ctl->source.get_token());
+            } catch (const RequestCancelled&) {
+                res = HttpResponse{503, "application/json", json_message("The request was cancelled"), {}};
             } catch (const std::exception& e) {
-                srv->log.error("API: {} {} failed: {}", r.method, self->path_, e.what());
+                if (!ctl->source.stop_requested())
+                    srv->ops.line(LogState::error, fmt::format("API: {} {} failed: {}", r.method, path, e.what()));
                 res = HttpResponse{500, "application/json", json_message("Internal Server Error"), {}};
             } catch (...) {
                 res = HttpResponse{500, "application/json", json_message("Internal Server Error"), {}};
             }
-            net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable { self->write(std::move(res)); });
+            ctl->end();
+            // Stopped: nobody to answer, or answered (a budget) already.
+            if (ctl->source.stop_requested()) return;
+            srv->deliver(self->stream_.get_executor(), [self, seq, res = std::move(res)]() mutable {
+                self->on_result(seq, std::move(res));
+            });
         });
+    }
+
+    void on_result(uint64_t seq, HttpResponse res) {
+        if (seq != seq_ || !busy_ || closed_) return;
+        end_request();
+        write(std::move(res));
+    }
+
+    void end_request() {
+        busy_ = false;
+        budget_timer_.cancel();
+        if (watching_) {
+            watching_ = false;
+            beast::error_code ec;
+            lowest().socket().cancel(ec);  // the peer watch; no other operation is pending
+        }
+    }
+
+    // The client's close (FIN or RST) makes the socket readable: peeked, not
+    // read, so a pipelined next request stays for the parser.
+    void watch_peer() {
+        watching_ = true;
+        lowest().socket().async_wait(tcp::socket::wait_read, [self = this->shared_from_this(), seq = seq_](beast::error_code ec) {
+            self->on_peer(seq, ec);
+        });
+    }
+
+    void on_peer(uint64_t seq, beast::error_code ec) {
+        if (seq != seq_ || !busy_ || !watching_ || closed_) return;
+        watching_ = false;
+        if (ec == net::error::operation_aborted) return;
+        bool gone = static_cast<bool>(ec);
+        if (!gone) {
+            std::array<unsigned char, 8> b{};
+            ssize_t n = ::recv(lowest().socket().native_handle(), b.data(), b.size(), MSG_PEEK | MSG_DONTWAIT);
+            if (n == 0) {
+                gone = true;
+            } else if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return watch_peer();
+                gone = true;
+            } else if (is_tls && b[0] == 21) {
+                gone = true;  // a TLS alert record (close_notify): the client is done
+            }
+            // Otherwise the client sent its next request already: it is still there.
+        }
+        if (!gone) return;
+        ctl_->cancel(Why::client_gone);
+        ++srv_->counters->client_gone;
+        end_request();
+        auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started_).count();
+        srv_->access.info("API {} {} {} 499 {:.1f} ms (the client closed the connection; the request was stopped)", peer_,
+                          method_, path_, us / 1000.0);
+        close_now();
+    }
+
+    void check_budget_later() {
+        budget_timer_.expires_after(kBudgetTick);
+        budget_timer_.async_wait([self = this->shared_from_this(), seq = seq_](beast::error_code ec) {
+            if (!ec) self->check_budget(seq);
+        });
+    }
+
+    void check_budget(uint64_t seq) {
+        if (seq != seq_ || !busy_ || closed_) return;
+        const auto& l = srv_->opt.limits;
+        if (ctl_->cpu_used() > l.cpu_budget) return over_budget(Why::cpu, "its CPU budget of " + seconds_text(l.cpu_budget));
+        if (auto s = ctl_->started(); s && Clock::now() - *s > l.time_budget)
+            return over_budget(Why::time, "its time budget of " + seconds_text(l.time_budget));
+        check_budget_later();
+    }
+
+    void over_budget(Why why, const std::string& what) {
+        ctl_->cancel(why);
+        ++srv_->counters->over_budget;
+        end_request();
+        srv_->ops.line(LogState::warning, fmt::format("API: {} {} from {} was stopped: it ran over {}", method_, path_,
+                                                      peer_, what));
+        keep_alive_ = false;
+        write(HttpResponse{503, "application/json", json_message("The request was stopped: it ran over " + what), {}});
+    }
+
+    void too_large() {
+        fail(413, "Request body too large (at most " + std::to_string(srv_->opt.limits.body_bytes) + " bytes)");
     }
 
     void fail(unsigned status, const std::string& message) {
@@ -182,7 +590,7 @@ private:
             res->prepare_payload();
         }
         status_ = r.status;
-        beast::get_lowest_layer(stream_).expires_after(srv_->opt.limits.request_timeout);
+        lowest().expires_after(srv_->opt.limits.request_timeout);
         http::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {
             self->on_written(ec, res->need_eof());
         });
@@ -190,13 +598,14 @@ private:
 
     void on_written(beast::error_code ec, bool eof) {
         auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started_).count();
-        auto& c = srv_->counters;
+        auto& c = *srv_->counters;
         ++c.requests;
         c.total_us += static_cast<uint64_t>(us);
         if (status_ >= 400 && status_ < 500) ++c.errors_4xx;
         if (status_ >= 500) ++c.errors_5xx;
-        // The path only: a query string is the client's business, and no key is ever in it.
-        srv_->log.info("API {} {} {} {} {:.1f} ms", peer_, method_, path_, status_, us / 1000.0);
+        // The path only: a query string is the client's business, and no key
+        // is ever in it. The local log only: any client causes one a request.
+        srv_->access.info("API {} {} {} {} {:.1f} ms", peer_, method_, path_, status_, us / 1000.0);
         method_.clear();
         path_.clear();
         if (ec || eof) return close();
@@ -204,12 +613,11 @@ private:
     }
 
     void close() {
+        closed_ = true;
         beast::error_code ec;
-        if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
-            beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
-            stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {
-                beast::get_lowest_layer(self->stream_).close();
-            });
+        if constexpr (is_tls) {
+            lowest().expires_after(std::chrono::seconds(2));
+            stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->lowest().close(); });
         } else {
             // A lingering close: the client may still be sending a body we
             // refused; reading (and discarding) it for up to a second lets
@@ -221,8 +629,17 @@ private:
         }
     }
 
+    // At once, nothing more sent (the server stops, the client left).
+    void close_now() {
+        closed_ = true;
+        budget_timer_.cancel();
+        beast::error_code ec;
+        lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+        lowest().close();
+    }
+
     void drain() {
-        if constexpr (!std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
+        if constexpr (!is_tls) {
             stream_.async_read_some(net::buffer(scratch_), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                 if (ec) return self->stream_.close();
                 self->drain();
@@ -232,16 +649,22 @@ private:
 
     std::shared_ptr<HttpServer::Impl> srv_;
     Stream stream_;
-    std::string peer_;
+    std::string peer_, client_;
+    bool reserve_ = false;        // accepted into the connections kept for authenticated clients
+    bool authenticated_ = false;  // sent a valid key
+    net::steady_timer budget_timer_{stream_.get_executor()};
     beast::flat_buffer buffer_;
     std::array<char, 16384> scratch_{};
     std::optional<http::request_parser<http::string_body>> parser_;
-    uint64_t id_ = 0;
+    std::optional<std::string> api_key_;
+    std::shared_ptr<RequestControl> ctl_;  // of the request being handled
+    uint64_t id_ = 0, seq_ = 0;
+    bool busy_ = false, watching_ = false, closed_ = false;
     bool keep_alive_ = true;
     unsigned version_ = 11;
     unsigned status_ = 0;
     std::string method_, path_;
-    Clock::time_point started_ = Clock::now();
+    Clock::time_point started_ = Clock::now(), read_started_ = Clock::now();
 };
 
 }  // namespace
@@ -249,24 +672,71 @@ private:
 void HttpServer::Impl::accept() {
     acceptor->async_accept(net::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
         if (ec == net::error::operation_aborted || !self->acceptor->is_open()) return;
-        if (!ec) {
-            std::string peer;
-            beast::error_code pec;
-            auto ep = socket.remote_endpoint(pec);
-            if (!pec) peer = ep.address().to_string();
-            if (self->counters.open.load() >= self->opt.limits.connections) {
-                ++self->counters.rejected_connections;
-                socket.close(pec);
-            } else if (self->tls) {
-                std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
-                    self, beast::ssl_stream<beast::tcp_stream>(std::move(socket), *self->tls), peer)
-                    ->run();
-            } else {
-                std::make_shared<Session<beast::tcp_stream>>(self, beast::tcp_stream(std::move(socket)), peer)->run();
-            }
-        }
+        if (!ec) self->admit(std::move(socket));
         self->accept();
     });
+}
+
+// The connection limits, at accept: all of them, one client's, and the
+// reserve: past `connections - reserved_connections` connections without a
+// valid key, a new one is served only if its first request has one.
+void HttpServer::Impl::admit(tcp::socket socket) {
+    beast::error_code ec;
+    auto ep = socket.remote_endpoint(ec);
+    std::string peer = ec ? "" : ep.address().to_string();
+    std::string client = ec ? "" : client_of(ep.address());
+    const auto& l = opt.limits;
+    std::string refused;
+    bool reserve = false;
+    bool note = false;
+    unsigned refused_count = 0;
+    std::function<void()> evict;
+    {
+        std::lock_guard g(m);
+        unsigned open = counters->open.load();
+        unsigned& mine = per_client[client];
+        if (mine >= l.connections_per_client)
+            refused = std::to_string(mine) + " connections are open from " + client + ", its limit";
+        else if (open >= l.connections && candidates.empty())
+            refused = "all " + std::to_string(l.connections) + " connections are in use";
+        if (refused.empty()) {
+            ++mine;
+            unsigned reserved = opt.key_valid ? std::min(l.reserved_connections, l.connections) : 0;
+            unsigned anonymous = open - std::min(open, authenticated.load());
+            reserve = anonymous >= l.connections - reserved;
+            if (open >= l.connections) {
+                evict = std::move(candidates.begin()->second);
+                candidates.erase(candidates.begin());
+                reserve = true;
+            }
+        } else {
+            if (mine == 0) per_client.erase(client);
+            ++refused_since_note;
+            // One line per 10 s at most, whatever the rate of refusals.
+            if (Clock::now() - last_refusal_note >= 10s) {
+                note = true;
+                refused_count = std::exchange(refused_since_note, 0);
+                last_refusal_note = Clock::now();
+            }
+        }
+    }
+    if (!refused.empty()) {
+        ++counters->rejected_connections;
+        if (note)
+            ops.line(LogState::warning, fmt::format("API: refused {} connection(s) in 10 s; the last from {}: {}",
+                                                    refused_count, peer, refused));
+        socket.close(ec);
+        return;
+    }
+    if (evict) evict();
+    auto self = shared_from_this();
+    if (tls) {
+        std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
+            self, beast::ssl_stream<beast::tcp_stream>(std::move(socket), *tls), peer, client, reserve)
+            ->run();
+    } else {
+        std::make_shared<Session<beast::tcp_stream>>(self, beast::tcp_stream(std::move(socket)), peer, client, reserve)->run();
+    }
 }
 
 HttpServer::HttpServer(ServerOptions options, Handler handler, Logger log)
@@ -279,7 +749,12 @@ void HttpServer::start() {
     if (i.running) return;
     if (i.opt.tls) {
         i.tls.emplace(ssl::context::tls_server);
-        i.tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3);
+        i.tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                           ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+        SSL_CTX* native = i.tls->native_handle();
+        if (SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION) != 1 ||
+            SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1 || SSL_CTX_set_dh_auto(native, 1) != 1)
+            throw std::runtime_error("cannot set the TLS versions and ciphers");
         try {
             i.tls->use_certificate_chain_file(i.opt.cert_file);
             i.tls->use_private_key_file(i.opt.key_file, ssl::context::pem);
@@ -313,9 +788,14 @@ void HttpServer::start() {
     }
     i.port = i.acceptor->local_endpoint().port();
     i.stop_source = std::stop_source();
-    i.workers = std::make_unique<net::thread_pool>(i.opt.limits.workers);
+    i.queue = std::make_shared<WorkQueue>(i.opt.limits.workers, i.opt.limits.workers_per_client, i.counters);
+    i.queue->start();
     i.ioc.restart();
     i.work.emplace(i.ioc.get_executor());
+    {
+        std::lock_guard g(i.post_m);
+        i.io_open = true;
+    }
     i.accept();
     for (int t = 0; t < 2; ++t) i.io_threads.emplace_back([impl = impl_] { impl->run_io(); });
     i.running = true;
@@ -325,14 +805,16 @@ void HttpServer::stop() {
     auto& i = *impl_;
     if (!i.running) return;
     i.running = false;
-    // No new connections; the handlers' waits end; every connection closed.
-    std::promise<void> closed;
-    net::post(i.ioc, [&] {
+    const auto until = Clock::now() + i.opt.limits.stop_bound;
+    // No new connections; every request's stop token; every connection closed.
+    auto closed = std::make_shared<std::promise<void>>();
+    auto acceptor_closed = closed->get_future();
+    net::post(i.ioc, [impl = impl_, closed] {
         beast::error_code ec;
-        i.acceptor->close(ec);
-        closed.set_value();
+        impl->acceptor->close(ec);
+        closed->set_value();
     });
-    closed.get_future().wait();
+    acceptor_closed.wait_until(until);
     i.stop_source.request_stop();
     std::vector<std::function<void()>> closers;
     {
@@ -340,22 +822,35 @@ void HttpServer::stop() {
         for (auto& [id, c] : i.closers) closers.push_back(c);
     }
     for (auto& c : closers) c();
-    i.workers->join();
+    // The handlers see their token and return; one that does not within the
+    // bound is left running on its own thread. It holds its session, so this
+    // server's state (and the handler with what it captured) stays until it
+    // returns; its answer then goes nowhere.
+    if (unsigned left = i.queue->close(until)) {
+        i.counters->abandoned += left;
+        i.log.error("API: {} request(s) still running {} after the stop; left to end on their own", left,
+                    seconds_text(i.opt.limits.stop_bound));
+    }
+    // (The queue object stays until the next start(): the sockets' threads
+    // may still read the pointer; a closed queue drops what they post.)
     // The closed sockets' operations complete (aborted) and release their
     // sessions; then the loop runs out of work.
     i.work.reset();
-    auto until = Clock::now() + std::chrono::seconds(3);
-    while (!i.ioc.stopped() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto drained = std::max(until, Clock::now() + 200ms);
+    while (!i.ioc.stopped() && Clock::now() < drained) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    {
+        std::lock_guard g(i.post_m);
+        i.io_open = false;
+    }
     i.ioc.stop();
     for (auto& t : i.io_threads) t.join();
     i.io_threads.clear();
     i.acceptor.reset();
-    i.workers.reset();
     i.tls.reset();
 }
 
 bool HttpServer::running() const { return impl_->running; }
 uint16_t HttpServer::port() const { return impl_->port; }
-const HttpServer::Counters& HttpServer::counters() const { return impl_->counters; }
+const HttpServer::Counters& HttpServer::counters() const { return *impl_->counters; }
 
 }  // namespace pvc::api

@@ -1,8 +1,24 @@
 // The API's HTTP(S) server on Boost.Beast: its own io_context threads for
 // the sockets, its own worker pool for the handlers (a `wait=true` request
 // may block for minutes), limits so a slow or hostile client cannot exhaust
-// the daemon, and one access-log line per request. Nothing here blocks the
-// daemon's event loop, and no exception leaves a thread.
+// the daemon, and one access-log line per request (the node's local log
+// only). Nothing here blocks the daemon's event loop, and no exception
+// leaves a thread.
+//
+// What one client can take: `connections_per_client` sockets (an address;
+// IPv6: a /64), `workers_per_client` handlers running at once (its other
+// requests wait their turn, nobody else's do), a few seconds to send each
+// request's header (a socket that sends nothing is closed), and per request
+// `cpu_budget` of CPU and `time_budget` of wall time. The last
+// `reserved_connections` sockets are kept for clients with a valid key.
+//
+// A request's stop token (the handler's argument) is requested when its
+// client closes the connection, when it runs over a budget, or when the
+// server stops; from then on its answer is not sent (over a budget, the
+// client gets a 503 naming the budget at once). A handler that never looks
+// at the token cannot be killed: stop() waits `stop_bound` for the running
+// handlers, then leaves them to end on their own (each keeps what it uses
+// alive) and returns.
 #pragma once
 
 #include <atomic>
@@ -11,8 +27,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,9 +41,16 @@ namespace pvc::api {
 struct ServerLimits {
     std::size_t body_bytes = 2 * 1024 * 1024;   // a VM's XML as large as ZooKeeper holds, form-encoded
     std::size_t header_bytes = 16 * 1024;
-    unsigned connections = 64;                  // open at once; more are answered 503 and closed
+    unsigned connections = 64;                  // open at once; more are closed at accept
+    unsigned connections_per_client = 16;       // open at once from one address (IPv6: one /64)
+    unsigned reserved_connections = 16;         // of `connections`, kept for clients with a valid key
+    std::chrono::milliseconds header_timeout{5000};    // to send a request's header (from connect or the last answer)
     std::chrono::milliseconds request_timeout{30000};  // to receive one request, and to send one response
+    std::chrono::milliseconds cpu_budget{5000};        // CPU time of one handler
+    std::chrono::milliseconds time_budget{1800000};    // wall time of one handler (a `wait=true` request's wait)
+    std::chrono::milliseconds stop_bound{2000};        // stop() waits at most this long for running handlers
     unsigned workers = 8;                       // handlers running at once
+    unsigned workers_per_client = 4;            // of them, for one address at once
 };
 
 struct ServerOptions {
@@ -34,7 +59,20 @@ struct ServerOptions {
     bool tls = false;
     std::string cert_file, key_file;
     ServerLimits limits;
+    // Whether an X-Api-Key value is valid: a connection that sent one is
+    // "authenticated" and may use the reserved connections. Unset: no
+    // connection is, and the reserve is open to everyone.
+    std::function<bool(std::string_view)> key_valid;
 };
+
+// Thrown by a handler (throw_if_stopped) when its stop token was requested:
+// the server then answers as for a stopped request (above).
+struct RequestCancelled : std::runtime_error {
+    RequestCancelled() : std::runtime_error("request cancelled") {}
+};
+inline void throw_if_stopped(const std::stop_token& stop) {
+    if (stop.stop_requested()) throw RequestCancelled();
+}
 
 struct HttpRequest {
     std::string method;  // "GET"
@@ -52,7 +90,8 @@ struct HttpResponse {
     std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// Runs on a worker thread; the stop token is set when the server stops.
+// Runs on a worker thread; the stop token is the request's (above): its
+// client left, a budget ran out, or the server stops.
 using Handler = std::function<HttpResponse(const HttpRequest&, std::stop_token)>;
 
 class HttpServer {
@@ -66,15 +105,20 @@ public:
     // when it cannot (address in use, no such address, bad certificate).
     void start();
     // Stops accepting, closes every connection, stops the handlers (their
-    // stop token), joins every thread. Idempotent.
+    // stop token), joins every thread but those of handlers still running
+    // after `stop_bound` (left to end on their own). Idempotent.
     void stop();
     bool running() const;
     uint16_t port() const;  // the bound port (0 in the options: an ephemeral one)
 
     struct Counters {
         std::atomic<uint64_t> requests{0}, rejected_connections{0}, errors_4xx{0}, errors_5xx{0};
+        std::atomic<uint64_t> client_gone{0};   // requests whose client left while they ran
+        std::atomic<uint64_t> over_budget{0};   // requests stopped by their CPU or time budget
+        std::atomic<uint64_t> abandoned{0};     // handlers still running when a stop() returned
         std::atomic<uint64_t> total_us{0};
         std::atomic<unsigned> open{0};
+        std::atomic<unsigned> running{0}, waiting{0};  // requests in a handler, and waiting for a worker
     };
     const Counters& counters() const;
 

@@ -296,16 +296,27 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
     // parser does (a newer client sends parameters this API lacks, e.g.
     // `migration_max_downtime` on `vm define`/`vm meta`; refusing them would
     // refuse its whole request); required ones present, choices exact.
+    // One debug line per request at most, in the local log only (any client
+    // can send thousands of names): the first few distinct names (never a
+    // value; an unprintable one not as given) and how many there were.
+    std::vector<std::string> unknown;
+    size_t unknown_count = 0;
     for (const auto& [k, v] : c.params.pairs()) {
         bool known = false;
         for (const auto& p : route->params) known = known || k == p.name;
         if (known) continue;
-        // The name only (never the value), printable or not logged as given.
+        ++unknown_count;
         bool printable = k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; });
-        std::string where;
+        std::string name = printable ? k : std::string("(unprintable name)");
+        if (unknown.size() < 8 && std::find(unknown.begin(), unknown.end(), name) == unknown.end())
+            unknown.push_back(std::move(name));
+    }
+    if (unknown_count > 0 && log_.debug_enabled()) {
+        std::string where, names;
         for (const auto& seg : route->pattern) where += "/" + seg;
-        log_.debug("API {} {}: ignoring unknown parameter {}", req.method, where,
-                   printable ? k : std::string("(unprintable name)"));
+        for (const auto& n : unknown) names += (names.empty() ? "" : ", ") + n;
+        log_.local().debug("API {} {}: ignoring {} unknown parameter(s): {}{}", req.method, where, unknown_count, names,
+                           unknown_count > unknown.size() ? ", ..." : "");
     }
     for (const auto& p : route->params) {
         // What ZooKeeper cannot hold is refused before anything is read or

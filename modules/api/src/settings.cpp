@@ -86,18 +86,42 @@ ApiSettings read_api_settings(const Config& config, ConfigProblems& problems) {
 
     ConfigNode limits = api.child("limits", problems);
     if (limits.has_value() && limits.section(problems)) {
-        unknown_keys(limits, {"max_body_bytes", "max_header_bytes", "max_connections", "request_timeout"}, problems);
-        int body = static_cast<int>(s.server.limits.body_bytes), header = static_cast<int>(s.server.limits.header_bytes);
-        int conns = static_cast<int>(s.server.limits.connections);
-        int timeout = static_cast<int>(s.server.limits.request_timeout.count() / 1000);
+        unknown_keys(limits, {"max_body_bytes", "max_header_bytes", "max_connections", "max_connections_per_client",
+                              "reserved_connections", "max_requests_per_client", "header_timeout", "request_timeout",
+                              "cpu_budget", "time_budget"},
+                     problems);
+        auto& l = s.server.limits;
+        auto secs = [](std::chrono::milliseconds d) { return static_cast<int>(d.count() / 1000); };
+        int body = static_cast<int>(l.body_bytes), header = static_cast<int>(l.header_bytes);
+        int conns = static_cast<int>(l.connections), per_client = static_cast<int>(l.connections_per_client);
+        int reserved = static_cast<int>(l.reserved_connections), requests = static_cast<int>(l.workers_per_client);
+        int header_timeout = secs(l.header_timeout), timeout = secs(l.request_timeout);
+        int cpu = secs(l.cpu_budget), time = secs(l.time_budget);
         limits.child("max_body_bytes", problems).read(problems, body, 1024, 256 * 1024 * 1024);
         limits.child("max_header_bytes", problems).read(problems, header, 1024, 1024 * 1024);
         limits.child("max_connections", problems).read(problems, conns, 1, 10000);
+        limits.child("max_connections_per_client", problems).read(problems, per_client, 1, 10000);
+        ConfigNode reserved_node = limits.child("reserved_connections", problems);
+        reserved = conns / 4;  // default: a quarter of max_connections
+        reserved_node.read(problems, reserved, 0, 10000);
+        limits.child("max_requests_per_client", problems).read(problems, requests, 1, static_cast<int>(l.workers));
+        limits.child("header_timeout", problems).read(problems, header_timeout, 1, 3600);
         limits.child("request_timeout", problems).read(problems, timeout, 1, 3600);
-        s.server.limits.body_bytes = static_cast<std::size_t>(body);
-        s.server.limits.header_bytes = static_cast<std::size_t>(header);
-        s.server.limits.connections = static_cast<unsigned>(conns);
-        s.server.limits.request_timeout = std::chrono::seconds(timeout);
+        limits.child("cpu_budget", problems).read(problems, cpu, 1, 3600);
+        limits.child("time_budget", problems).read(problems, time, 1, 7 * 24 * 3600);
+        if (reserved >= conns)
+            problems.add(reserved_node, "reserved_connections (" + std::to_string(reserved) +
+                                            ") must be less than max_connections (" + std::to_string(conns) + ")");
+        l.body_bytes = static_cast<std::size_t>(body);
+        l.header_bytes = static_cast<std::size_t>(header);
+        l.connections = static_cast<unsigned>(conns);
+        l.connections_per_client = static_cast<unsigned>(per_client);
+        l.reserved_connections = static_cast<unsigned>(reserved);
+        l.workers_per_client = static_cast<unsigned>(requests);
+        l.header_timeout = std::chrono::seconds(header_timeout);
+        l.request_timeout = std::chrono::seconds(timeout);
+        l.cpu_budget = std::chrono::seconds(cpu);
+        l.time_budget = std::chrono::seconds(time);
     }
     return s;
 }

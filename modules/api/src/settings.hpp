@@ -20,7 +20,14 @@
 //         max_body_bytes: 2097152
 //         max_header_bytes: 16384
 //         max_connections: 64
+//         max_connections_per_client: 16   from one address (IPv6: one /64)
+//         reserved_connections: 16     of max_connections, for clients with a valid key
+//                                      (default: a quarter of max_connections)
+//         max_requests_per_client: 4   handled at once for one address (of 8 workers)
+//         header_timeout: 5            seconds to send a request's header (idle sockets closed)
 //         request_timeout: 30          seconds to receive a request / send a response
+//         cpu_budget: 5                seconds of CPU per request
+//         time_budget: 1800            seconds per request (a `wait=true` request's wait)
 #pragma once
 
 #include <string>

@@ -169,7 +169,7 @@ TEST_F(ApiDaemon, TheApiFollowsThePrimaryWithinTwoSecondsAndTheOldOneStopsListen
     };
     std::string daemon;
     ASSERT_TRUE(eventually([&] {
-        daemon = request(address_of("hv2"), api_port(), Call{"GET", "/api/v1/metrics/daemon", "", "", std::nullopt}).body;
+        daemon = request(address_of("hv2"), api_port(), Call{"GET", "/api/v1/metrics/daemon", "", "", std::nullopt, "", {}}).body;
         return figure(daemon, "pvcnoded_zookeeper_latency_seconds") > 0 && figure(daemon, "pvcnoded_keepalive_interval_seconds") > 0;
     }, 10s)) << daemon;
     EXPECT_GT(figure(daemon, "pvcnoded_api_requests"), 0) << daemon;
@@ -272,4 +272,59 @@ TEST_F(ApiDaemon, CheckConfigReportsTheApiBlocksProblemsWithTheirKeys) {
     EXPECT_EQ(r.status, 78) << r.out << r.err;
     EXPECT_NE((r.out + r.err).find("pvc.api.listen_port"), std::string::npos) << r.out << r.err;
     EXPECT_NE((r.out + r.err).find("pvc.api.colour"), std::string::npos) << r.out << r.err;
+}
+
+// The shape against a real primary: one client's slow requests (8,
+// as many as there are workers: `wait=true` flushes of a node that has no
+// daemon, which never end) leave another client's request answered within
+// 1 s, and SIGTERM ends the daemon within its bound while they run.
+TEST_F(ApiDaemon, EightSlowRequestsLeaveOthersServedAndSigtermEndsWithinItsBound) {
+    start("hv1");
+    ASSERT_TRUE(eventually([&] { return value("node.state.router", {"hv1"}) == "primary"; }, 30s)) << log_of("hv1");
+    ASSERT_TRUE(eventually([&] { return api("hv1", "GET", "/node").status == 200; }, 5s)) << log_of("hv1");
+    ASSERT_TRUE(session->write({{path("node.name", {"hv2"}), "coordinator"},
+                                {path("node.mode", {"hv2"}), "coordinator"},
+                                {path("node.state.daemon", {"hv2"}), "stop"},
+                                {path("node.state.router", {"hv2"}), "secondary"},
+                                {path("node.state.domain", {"hv2"}), "ready"}}));
+    const std::string domain_state = path("node.state.domain", {"hv2"});
+    auto writes = [&] {
+        zk::Stat st;
+        session->get(domain_state, &st);
+        return st.version;
+    };
+    const int32_t v0 = writes();
+    std::vector<std::thread> slow;
+    for (int i = 0; i < 8; ++i)
+        slow.emplace_back([&] {
+            Call c;
+            c.method = "POST";
+            c.target = "/api/v1/node/hv2/domain-state?state=flush&wait=true";
+            c.api_key = token;
+            c.source_address = "127.0.0.2";
+            request(address_of("hv1"), api_port(), c);
+        });
+    // Each running one wrote `flush` once (4 at most run for one client).
+    ASSERT_TRUE(eventually([&] { return writes() >= v0 + 4; }, 10s));
+
+    Call normal;
+    normal.target = "/api/v1/";
+    normal.source_address = "127.0.0.3";
+    normal.step_deadline = 5s;
+    auto t0 = Clock::now();
+    auto r = request(address_of("hv1"), api_port(), normal);
+    auto answered = Clock::now() - t0;
+    EXPECT_EQ(r.status, 200u) << "another client's request was not answered";
+    EXPECT_LT(answered, 1s);
+
+    auto t1 = Clock::now();
+    daemons["hv1"]->signal(SIGTERM);
+    int status = daemons["hv1"]->wait(60s);
+    auto stopped = Clock::now() - t1;
+    EXPECT_EQ(status, 0) << log_of("hv1");
+    EXPECT_LT(stopped, pvc::test::scaled(15s)) << log_of("hv1");
+    daemons.erase("hv1");
+    for (auto& t : slow) t.join();  // their connections went with the daemon
+    std::printf("figures: another client's request answered in %.3f s; SIGTERM to exit %.2f s\n",
+                std::chrono::duration<double>(answered).count(), std::chrono::duration<double>(stopped).count());
 }

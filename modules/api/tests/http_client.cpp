@@ -60,6 +60,8 @@ struct Connection::Impl {
     std::string host;
     uint16_t port;
     bool tls;
+    std::string source;
+    std::chrono::milliseconds step{kStepDeadline};
     net::io_context ioc;
     ssl::context ctx{ssl::context::tls_client};
     std::unique_ptr<beast::tcp_stream> plain;
@@ -71,7 +73,7 @@ struct Connection::Impl {
     // Starts an asynchronous step with a completion handler and runs it to its
     // end or the deadline; an error or the deadline throws.
     template <class Start>
-    void bounded(const char* step, Start&& start) {
+    void bounded(const char* what, Start&& start) {
         bool done = false;
         boost::system::error_code result;
         start([&](boost::system::error_code ec, auto&&...) {
@@ -79,15 +81,15 @@ struct Connection::Impl {
             done = true;
         });
         ioc.restart();
-        ioc.run_for(kStepDeadline);
+        ioc.run_for(step);
         if (!done) {
             lowest().socket().close();  // the pending step completes with operation_aborted
             ioc.restart();
             ioc.run();
-            throw DeadlinePassed(std::string("HTTP client: no ") + step + " within " +
-                                     std::to_string(kStepDeadline.count()) + " s");
+            throw DeadlinePassed(std::string("HTTP client: no ") + what + " within " +
+                                 std::to_string(step.count()) + " ms");
         }
-        if (result) throw boost::system::system_error(result, std::string("HTTP client: ") + step);
+        if (result) throw boost::system::system_error(result, std::string("HTTP client: ") + what);
     }
 
     void connect() {
@@ -99,7 +101,13 @@ struct Connection::Impl {
         } else {
             plain = std::make_unique<beast::tcp_stream>(ioc);
         }
-        bounded("connection", [&](auto h) { lowest().async_connect(results, h); });
+        if (!source.empty()) {
+            lowest().socket().open(tcp::v4());
+            lowest().socket().bind(tcp::endpoint(net::ip::make_address(source), 0));
+            bounded("connection", [&](auto h) { lowest().socket().async_connect(*results.begin(), h); });
+        } else {
+            bounded("connection", [&](auto h) { lowest().async_connect(results, h); });
+        }
         if (tls) bounded("TLS handshake", [&](auto h) { secure->async_handshake(ssl::stream_base::client, h); });
         buffer.clear();
     }
@@ -127,6 +135,7 @@ struct Connection::Impl {
         return r;
     }
     Reply send(const Call& c) {
+        step = c.step_deadline.count() > 0 ? c.step_deadline : std::chrono::milliseconds(kStepDeadline);
         for (int attempt = 0; attempt < 2; ++attempt) {
             try {
                 if (!plain && !secure) connect();
@@ -145,17 +154,19 @@ struct Connection::Impl {
     }
 };
 
-Connection::Connection(std::string host, uint16_t port, bool tls) : impl_(std::make_unique<Impl>()) {
+Connection::Connection(std::string host, uint16_t port, bool tls, std::string source_address)
+    : impl_(std::make_unique<Impl>()) {
     impl_->host = std::move(host);
     impl_->port = port;
     impl_->tls = tls;
+    impl_->source = std::move(source_address);
 }
 Connection::~Connection() = default;
 Reply Connection::send(const Call& call) { return impl_->send(call); }
 
 Reply request(const std::string& host, uint16_t port, const Call& call, bool tls) {
     try {
-        Connection c(host, port, tls);
+        Connection c(host, port, tls, call.source_address);
         return c.send(call);
     } catch (const std::exception&) {
         return {};

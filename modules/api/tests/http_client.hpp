@@ -2,6 +2,7 @@
 // blocking, one connection per call unless a Connection is kept).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -26,6 +27,8 @@ struct Call {
     std::string body;
     std::string content_type;
     std::optional<std::string> api_key;
+    std::string source_address;  // bound before connecting ("127.0.0.2": another client on loopback); "" = any
+    std::chrono::milliseconds step_deadline{0};  // for each step (connect, send, reply); 0 = 120 s
 };
 
 // Form encoding of (key, value) pairs.
@@ -34,7 +37,8 @@ std::string form(const std::vector<std::pair<std::string, std::string>>& kv);
 // One kept-alive connection (reconnects when the server closed it).
 class Connection {
 public:
-    Connection(std::string host, uint16_t port, bool tls = false);
+    // `source_address`: as Call's (the first call's, for a request() call).
+    Connection(std::string host, uint16_t port, bool tls = false, std::string source_address = "");
     ~Connection();
     Reply send(const Call& call);
 

@@ -89,3 +89,24 @@ TEST(ApiSettings, TheSampleConfigurationsBlockIsValid) {
     ASSERT_EQ(s.tokens.size(), 1u);
     EXPECT_EQ(s.server.limits.connections, 64u);
 }
+
+TEST(ApiSettings, TheLimitsPerClientAndTheBudgetsAreRead) {
+    auto r = read("  api:\n    limits:\n      max_connections: 32\n      max_connections_per_client: 4\n"
+                  "      max_requests_per_client: 2\n      header_timeout: 3\n      cpu_budget: 2\n      time_budget: 60\n");
+    EXPECT_TRUE(r.problems.empty()) << r.problems.list()[0].message;
+    const auto& l = r.settings.server.limits;
+    EXPECT_EQ(l.connections_per_client, 4u);
+    EXPECT_EQ(l.reserved_connections, 8u) << "a quarter of max_connections by default";
+    EXPECT_EQ(l.workers_per_client, 2u);
+    EXPECT_EQ(l.header_timeout, std::chrono::seconds(3));
+    EXPECT_EQ(l.cpu_budget, std::chrono::seconds(2));
+    EXPECT_EQ(l.time_budget, std::chrono::seconds(60));
+    auto d = read("");
+    EXPECT_EQ(d.settings.server.limits.connections_per_client, 16u);
+    EXPECT_EQ(d.settings.server.limits.reserved_connections, 16u);
+    EXPECT_EQ(d.settings.server.limits.cpu_budget, std::chrono::seconds(5));
+    auto bad = read("  api:\n    limits:\n      max_connections: 8\n      reserved_connections: 8\n"
+                    "      max_requests_per_client: 9\n");
+    EXPECT_TRUE(has_problem(bad, "pvc.api.limits.reserved_connections"));
+    EXPECT_TRUE(has_problem(bad, "pvc.api.limits.max_requests_per_client"));
+}

@@ -3,7 +3,8 @@
 //   [>>> | prompt] [YYYY/MM/DD HH:MM:SS.ffffff ] [prefix - ]message
 //
 // Sinks: stdout, <log_directory>/pvc.log, and ZooKeeper (/logs/<node>/messages,
-// the last node_log_lines lines), each enabled by its config flag.
+// the last node_log_lines lines), each enabled by its config flag; a
+// Logger::local() line skips ZooKeeper.
 #pragma once
 
 #include <memory>
@@ -47,7 +48,20 @@ public:
     Logger(std::shared_ptr<LogSink> sink, std::string prefix) : sink_(std::move(sink)), prefix_(std::move(prefix)) {}
 
     void log(LogState state, std::string_view message) const;
-    Logger child(std::string prefix) const { return Logger(sink_, std::move(prefix)); }
+    Logger child(std::string prefix) const {
+        Logger l(sink_, std::move(prefix));
+        l.local_ = local_;
+        return l;
+    }
+    // The same logger for lines that stay in the node's own log (stdout,
+    // file) and never reach the ZooKeeper node log: what any client can cause
+    // once per request (an HTTP access line) must not push an operator's
+    // lines out of that ring.
+    Logger local() const {
+        Logger l(sink_, prefix_);
+        l.local_ = true;
+        return l;
+    }
     const std::string& prefix() const { return prefix_; }
     bool debug_enabled() const;
 
@@ -64,6 +78,7 @@ public:
 private:
     std::shared_ptr<LogSink> sink_;
     std::string prefix_;
+    bool local_ = false;  // never copied to ZooKeeper
 };
 
 // Builds the daemon's log sink from the logging keys of `config`.
