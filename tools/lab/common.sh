@@ -97,8 +97,8 @@ lab_plugin_left_out() {
     esac
 }
 
-# Prints NODE's health from ZooKeeper and, when below 100, every plugin's
-# deduction with its message; "waiting" (status 1) until every plugin has run.
+# Prints NODE's health from ZooKeeper and every plugin's deduction with its
+# message; "waiting" (status 1) until every plugin has run.
 lab_health() {  # ZK NODE
     /usr/bin/python3 - "$1" "$(node_name "$2")" <<'PY'
 import sys
@@ -122,9 +122,9 @@ pending = [p for p in plugins if not any(r[0] == p and r[3] not in ("", "0") for
 if not health.isdigit() or pending:
     print(f"{node}: waiting for the first run of {' '.join(pending) or 'the health check'}")
     sys.exit(1)
-print(f"{node} health {health}% (plugins: {' '.join(plugins) or 'none'})")
+print(f"{node} health {health}%")
+width = max([len(r[0]) for r in rows] + [4])
 for name, delta, message, _ in rows:
-    if delta not in ("0", ""):
-        print(f"  -{delta} {name}: {message}")
+    print(f"  {name:<{width}} {'-' + delta if delta not in ('0', '') else '0':>4}  {message}")
 PY
 }

@@ -185,7 +185,7 @@ except ValueError:
     pvc vm list
     pvc vm info "$vm"
     for n in "$@"; do until_ok 120 "the first health check of $(node_name "$n")" lab_health "$zk" "$n" >/dev/null; done
-    say "health (each deduction with its plugin's message):"
+    say "health (each plugin's deduction and message):"
     for n in "$@"; do lab_health "$zk" "$n"; done
     pvc node list
     cat <<TXT
