@@ -106,9 +106,11 @@ constexpr size_t kMaxPatternBytes = 1024;
 struct Limit {
     std::shared_ptr<const re2::RE2> re;
     std::string error;
+    std::stop_token stop;  // the request's: once requested, nothing more matches
 };
-Limit compile(const std::string& limit, bool fuzzy) {
+Limit compile(const std::string& limit, bool fuzzy, std::stop_token stop) {
     Limit l;
+    l.stop = std::move(stop);
     if (limit.size() > kMaxPatternBytes) {
         l.error = "the pattern is " + std::to_string(limit.size()) + " bytes, over the limit of " +
                   std::to_string(kMaxPatternBytes) + " bytes";
@@ -131,13 +133,19 @@ Limit compile(const std::string& limit, bool fuzzy) {
 }
 // A list route's `limit`: no filter when absent or empty, else compiled into
 // `l`; a pattern that does not compile is the 400 returned.
-std::optional<HttpResponse> read_limit(const std::optional<std::string>& limit, bool fuzzy, Limit& l) {
+std::optional<HttpResponse> read_limit(const std::optional<std::string>& limit, bool fuzzy, Limit& l,
+                                       std::stop_token stop) {
     if (!limit || limit->empty()) return std::nullopt;
-    l = compile(*limit, fuzzy);
+    l = compile(*limit, fuzzy, std::move(stop));
     if (!l.re) return message(400, "Regex Error: " + l.error);
     return std::nullopt;
 }
-bool full_match(const Limit& l, const std::string& s) { return l.re && re2::RE2::FullMatch(s, *l.re); }
+// Linear, but a pattern whose DFA would explode (`.*N.{200}X`) runs on RE2's
+// NFA: a few milliseconds per candidate. A request stopped (client gone, over
+// its CPU budget) matches nothing more, so its loop ends at once.
+bool full_match(const Limit& l, const std::string& s) {
+    return l.re && !l.stop.stop_requested() && re2::RE2::FullMatch(s, *l.re);
+}
 
 std::string lower(std::string s) {
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -396,7 +404,7 @@ HttpResponse Api::primary_node(Ctx&) {
 HttpResponse Api::node_list(Ctx& c) {
     auto limit = c.p("limit");
     Limit l;
-    if (auto bad = read_limit(limit, true, l)) return *bad;
+    if (auto bad = read_limit(limit, true, l, c.stop)) return *bad;
     auto r = view_.read();
     Json out = Json::array();
     for (const auto& n : r.children(path("base.node"))) {
@@ -417,7 +425,7 @@ HttpResponse Api::node_list(Ctx& c) {
 }
 
 HttpResponse Api::node_get(Ctx& c) {
-    Limit l = compile(c.args[0], false);
+    Limit l = compile(c.args[0], false, c.stop);
     if (!l.re) return message(400, "Regex Error: " + l.error);
     auto r = view_.read();
     Json out = Json::array();
@@ -502,7 +510,7 @@ HttpResponse Api::lists_vms(Ctx& c, const std::optional<std::string>& limit, boo
         if (is_uuid(*limit)) {
             uuid_limit = lower(*limit);
         } else {
-            l = compile(*limit, !exact);
+            l = compile(*limit, !exact, c.stop);
             if (!l.re) return message(400, "Regex Error: " + l.error);
         }
     }
@@ -1049,7 +1057,7 @@ std::optional<std::string> network_vni(const Reader& r, const std::string& id) {
 HttpResponse Api::network_list(Ctx& c) {
     auto limit = c.p("limit");
     Limit l;
-    if (auto bad = read_limit(limit, true, l)) return *bad;
+    if (auto bad = read_limit(limit, true, l, c.stop)) return *bad;
     auto r = view_.read();
     Json out = Json::array();
     for (const auto& v : r.children(path("base.network"))) {
@@ -1065,7 +1073,7 @@ HttpResponse Api::network_list(Ctx& c) {
 }
 
 HttpResponse Api::network_get(Ctx& c) {
-    Limit l = compile(c.args[0], false);
+    Limit l = compile(c.args[0], false, c.stop);
     if (!l.re) return message(400, "Regex Error: " + l.error);
     auto r = view_.read();
     Json out = Json::array();
@@ -1083,7 +1091,7 @@ HttpResponse Api::lease_list(Ctx& c) {
     if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
     Limit l;
     auto limit = c.args.size() > 1 ? std::optional<std::string>(c.args[1]) : c.p("limit");
-    if (auto bad = read_limit(limit, true, l)) return *bad;
+    if (auto bad = read_limit(limit, true, l, c.stop)) return *bad;
     std::vector<std::string> macs = r.children(path("network.reservation", {*vni}));
     if (c.args.size() > 1 || !c.flag("static"))
         for (const auto& m : r.children(path("network.lease", {*vni}))) macs.push_back(m);
@@ -1102,7 +1110,7 @@ HttpResponse Api::acl_list(Ctx& c) {
     if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
     Limit l;
     auto limit = c.args.size() > 1 ? std::optional<std::string>(c.args[1]) : c.p("limit");
-    if (auto bad = read_limit(limit, true, l)) return *bad;
+    if (auto bad = read_limit(limit, true, l, c.stop)) return *bad;
     std::vector<std::string> dirs = {"in", "out"};
     if (auto d = c.p("direction")) dirs = {*d};
     Json out = Json::array();
@@ -1143,7 +1151,7 @@ HttpResponse Api::ceph_util(Ctx&) {
 HttpResponse Api::osd_list(Ctx& c) {
     auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
     Limit l;
-    if (auto bad = read_limit(limit, c.args.empty(), l)) return *bad;
+    if (auto bad = read_limit(limit, c.args.empty(), l, c.stop)) return *bad;
     auto r = view_.read();
     std::vector<std::pair<long long, std::string>> ids;
     for (const auto& id : r.children(path("base.osd")))
@@ -1160,7 +1168,7 @@ HttpResponse Api::osd_get(Ctx& c) { return osd_list(c); }  // exact (the referen
 HttpResponse Api::pool_list(Ctx& c) {
     auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
     Limit l;
-    if (auto bad = read_limit(limit, c.args.empty(), l)) return *bad;
+    if (auto bad = read_limit(limit, c.args.empty(), l, c.stop)) return *bad;
     auto r = view_.read();
     std::vector<std::pair<long long, Json>> pools;
     for (const auto& p : r.children(path("base.pool"))) {
@@ -1184,7 +1192,7 @@ HttpResponse Api::volume_list(Ctx& c) {
     auto limit = element ? std::optional<std::string>(c.args[1]) : c.p("limit");
     auto pool = element ? std::optional<std::string>(c.args[0]) : c.p("pool");
     Limit l;
-    if (auto bad = read_limit(limit, !element, l)) return *bad;
+    if (auto bad = read_limit(limit, !element, l, c.stop)) return *bad;
     auto r = view_.read();
     if (pool && (!client::is_safe_name(*pool) || !r.exists(path("pool.name", {*pool}))))
         return message(element ? 404 : 400, element ? std::string("Volume not found.")
@@ -1206,7 +1214,7 @@ HttpResponse Api::volume_get(Ctx& c) { return volume_list(c); }
 HttpResponse Api::snapshot_list(Ctx& c) {
     auto limit = c.p("limit"), pool = c.p("pool"), volume = c.p("volume");
     Limit l;
-    if (auto bad = read_limit(limit, true, l)) return *bad;
+    if (auto bad = read_limit(limit, true, l, c.stop)) return *bad;
     auto r = view_.read();
     std::vector<std::tuple<std::string, std::string, std::string>> snaps;  // (snapshot, pool, volume)
     for (const auto& p : r.children(path("base.snapshot"))) {
