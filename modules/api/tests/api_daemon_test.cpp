@@ -328,3 +328,22 @@ TEST_F(ApiDaemon, EightSlowRequestsLeaveOthersServedAndSigtermEndsWithinItsBound
     std::printf("figures: another client's request answered in %.3f s; SIGTERM to exit %.2f s\n",
                 std::chrono::duration<double>(answered).count(), std::chrono::duration<double>(stopped).count());
 }
+
+// A value larger than ZooKeeper takes (issue 26: a 1.2 MB description had
+// ZooKeeper close the daemon's connection, the API sharing its session):
+// 413, nothing written, and the daemon's connection is never lost; its
+// keepalive goes on.
+TEST_F(ApiDaemon, AValueZooKeeperCannotHoldLeavesTheDaemonsSessionAlone) {
+    start("hv1");
+    ASSERT_TRUE(eventually([&] { return value("node.state.router", {"hv1"}) == "primary"; }, 30s)) << log_of("hv1");
+    ASSERT_TRUE(eventually([&] { return api("hv1", "GET", "/node").status == 200; }, 5s)) << log_of("hv1");
+    const std::string uuid = "5a0e1d2c-0000-4000-8000-0000000000b1";
+    std::string xml = test_vm_xml("big1", uuid);
+    xml.insert(xml.find("<memory"), "<description>" + std::string(1200000, 'd') + "</description>");
+    auto r = api("hv1", "POST", "/vm?node=hv1", form({{"xml", xml}}));
+    EXPECT_EQ(r.status, 413u) << r.body.substr(0, 300);
+    EXPECT_FALSE(session->exists(path("domain.name", {uuid})));
+    const std::string before = value("node.keepalive", {"hv1"});
+    EXPECT_TRUE(eventually([&] { return value("node.keepalive", {"hv1"}) != before; }, 30s)) << "no keepalive since";
+    EXPECT_EQ(log_of("hv1").find("Connection to ZooKeeper lost"), std::string::npos) << log_of("hv1");
+}
