@@ -363,7 +363,7 @@ TEST(DomainXmlBounds, GeneratedDocumentsAreReadOrRefusedNeverExpanded) {
     std::mt19937 rng(26);
     const std::string base = kFull;
     size_t parsed = 0;
-    for (int i = 0; i < 20000; ++i) {
+    for (int i = 0; i < 5000; ++i) {
         std::string doc = base;
         int edits = 1 + static_cast<int>(rng() % 6);
         for (int e = 0; e < edits; ++e) {
@@ -382,5 +382,5 @@ TEST(DomainXmlBounds, GeneratedDocumentsAreReadOrRefusedNeverExpanded) {
         } catch (const pvc::DomainXmlError&) {
         }
     }
-    EXPECT_GT(parsed, 500u) << "the generator still makes documents that parse";
+    EXPECT_GT(parsed, 100u) << "the generator still makes documents that parse";
 }
