@@ -279,15 +279,18 @@ TEST_F(ApiDaemon, CheckConfigReportsTheApiBlocksProblemsWithTheirKeys) {
 // daemon, which never end) leave another client's request answered within
 // 1 s, and SIGTERM ends the daemon within its bound while they run.
 TEST_F(ApiDaemon, EightSlowRequestsLeaveOthersServedAndSigtermEndsWithinItsBound) {
+    // Whatever an earlier test left: no primary, so hv1 contends and takes over.
+    ASSERT_TRUE(session->write(path("base.config.primary_node", {}), "none"));
     start("hv1");
     ASSERT_TRUE(eventually([&] { return value("node.state.router", {"hv1"}) == "primary"; }, 30s)) << log_of("hv1");
     ASSERT_TRUE(eventually([&] { return api("hv1", "GET", "/node").status == 200; }, 5s)) << log_of("hv1");
-    ASSERT_TRUE(session->write({{path("node.name", {"hv2"}), "coordinator"},
-                                {path("node.mode", {"hv2"}), "coordinator"},
-                                {path("node.state.daemon", {"hv2"}), "stop"},
-                                {path("node.state.router", {"hv2"}), "secondary"},
-                                {path("node.state.domain", {"hv2"}), "ready"}}));
-    const std::string domain_state = path("node.state.domain", {"hv2"});
+    // hv3: registered, no daemon: a flush of it never ends.
+    ASSERT_TRUE(session->write({{path("node.name", {"hv3"}), "coordinator"},
+                                {path("node.mode", {"hv3"}), "coordinator"},
+                                {path("node.state.daemon", {"hv3"}), "stop"},
+                                {path("node.state.router", {"hv3"}), "secondary"},
+                                {path("node.state.domain", {"hv3"}), "ready"}}));
+    const std::string domain_state = path("node.state.domain", {"hv3"});
     auto writes = [&] {
         zk::Stat st;
         session->get(domain_state, &st);
@@ -299,7 +302,7 @@ TEST_F(ApiDaemon, EightSlowRequestsLeaveOthersServedAndSigtermEndsWithinItsBound
         slow.emplace_back([&] {
             Call c;
             c.method = "POST";
-            c.target = "/api/v1/node/hv2/domain-state?state=flush&wait=true";
+            c.target = "/api/v1/node/hv3/domain-state?state=flush&wait=true";
             c.api_key = token;
             c.source_address = "127.0.0.2";
             request(address_of("hv1"), api_port(), c);
@@ -325,6 +328,7 @@ TEST_F(ApiDaemon, EightSlowRequestsLeaveOthersServedAndSigtermEndsWithinItsBound
     EXPECT_LT(stopped, pvc::test::scaled(15s)) << log_of("hv1");
     daemons.erase("hv1");
     for (auto& t : slow) t.join();  // their connections went with the daemon
+    session->remove_recursive(path("node.name", {"hv3"}));
     std::printf("figures: another client's request answered in %.3f s; SIGTERM to exit %.2f s\n",
                 std::chrono::duration<double>(answered).count(), std::chrono::duration<double>(stopped).count());
 }
