@@ -25,8 +25,9 @@ the source dir except build*/ and .git) and reports, as `file:line: problem`:
     path of the machine the code was written on.
 
 Absolute paths (`/etc/pvc/pvcnoded.yaml`) and installed-system paths relative
-to / (`usr/share/...`), URLs and build outputs (`.so`, what .gitignore names)
-are not repository paths and are left alone. Exits 1 with the list when anything
+to / (`usr/share/...`), URLs, build outputs (`.so`, what .gitignore names) and
+names that are a whole string literal of code (a file made at run time) are
+not repository paths and are left alone. Exits 1 with the list when anything
 is found, 0 otherwise.
 """
 
@@ -165,6 +166,13 @@ class Repository:
         return self.sections[md]
 
 
+def runtime_name(line, start, end):
+    """A name that is a whole string literal of code (`"plugin.py"`): a file the
+    code writes or reads at run time (in a temporary folder, a build folder),
+    not a citation."""
+    return start > 0 and end < len(line) and line[start - 1] == '"' and line[end] == '"'
+
+
 def check_file(repo, rel, problems):
     path = os.path.join(repo.root, rel)
     try:
@@ -189,6 +197,8 @@ def check_file(repo, rel, problems):
         for m in FILE_NAME.finditer(line):
             name = m.group(1)
             seen.add(m.start(1))
+            if runtime_name(line, m.start(1), m.end(1)):
+                continue
             if SYNTHETIC.match(name) or SPEC_NAMES.fullmatch(name) or (
                     SYSTEM_PATH.match(name) and name.split("/")[0] not in repo.top):
                 continue
@@ -198,7 +208,8 @@ def check_file(repo, rel, problems):
         if not install_list:
             for m in repo.top_path.finditer(line):
                 name = m.group(1).rstrip(".,:;)'\"`")
-                if m.start(1) in seen or SYNTHETIC.match(name) or ARTIFACT.search(name) or repo.ignored(name):
+                if m.start(1) in seen or SYNTHETIC.match(name) or ARTIFACT.search(name) or repo.ignored(name) \
+                        or runtime_name(line, m.start(1), m.start(1) + len(name)):
                     continue
                 if repo.resolve(name, rel) is None:
                     report(f"names '{name}', which the repository lacks")
@@ -239,7 +250,8 @@ def self_test():
             "// objects/VMInstance" + py,                                # 9 missing Python file
             "auto p = dir / \"lib/libx.so\";",                          # 10 good: a build output
             "// lib/gen/x.h",                                            # 11 good: .gitignore names it
-            "mkpkg usr/share/pvc/x" + py,                               # 12 good: a path of an installed system
+            "f = tmp / \"plugin" + py + "\";",                           # 12 good: a file made at run time
+            "mkpkg usr/share/pvc/x" + py,                               # 13 good: a path of an installed system
         ]) + "\n",
         ".gitignore": "/lib/gen/\n",
         "README" + md: "See " + sec + "1 here (none: README has no numbered section).\n",
