@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pvc/strings.hpp"
 #include "pvc/zk.hpp"
 
 namespace pvc::cli {
@@ -63,9 +64,7 @@ std::string read(const std::string& path);
 std::optional<std::string> read_opt(const std::string& path);
 std::vector<std::string> children(const std::string& path);
 
-// Splits on any run of `sep`, dropping empty items.
-std::vector<std::string> split(const std::string& s, char sep);
-std::string join(const std::vector<std::string>& v, const std::string& sep);
+// split, join, trim: pvc/strings.hpp (split drops empty items).
 std::optional<long> to_long(const std::string& s);
 std::optional<double> to_double(const std::string& s);
 

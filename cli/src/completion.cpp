@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "pvc/strings.hpp"
 
 namespace pvc::cli {
 namespace {
@@ -19,9 +20,7 @@ void walk(const CLI::App& app, const std::string& path, std::ostringstream& tabl
         for (const auto& l : opt->get_lnames()) words.push_back("--" + l);
         for (const auto& s : opt->get_snames()) words.push_back("-" + s);
     }
-    std::string joined;
-    for (const auto& w : words) joined += (joined.empty() ? "" : " ") + w;
-    table << "    [\"" << path << "\"]=\"" << joined << "\"\n";
+    table << "    [\"" << path << "\"]=\"" << pvc::join(words, " ") << "\"\n";
     for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
         walk(*sub, path + " " + sub->get_name(), table);
         for (const auto& alias : sub->get_aliases()) walk(*sub, path + " " + alias, table);

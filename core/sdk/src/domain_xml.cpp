@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 
+#include "pvc/strings.hpp"
+
 namespace pvc {
 namespace {
 
@@ -28,13 +30,6 @@ struct BufFree {
 };
 
 const xmlChar* xml_str(const char* s) { return reinterpret_cast<const xmlChar*>(s); }
-
-std::string trim(std::string_view s) {
-    auto b = s.find_first_not_of(" \t\r\n");
-    if (b == std::string_view::npos) return "";
-    auto e = s.find_last_not_of(" \t\r\n");
-    return std::string(s.substr(b, e - b + 1));
-}
 
 bool named(const xmlNode* n, const char* name) {
     return n && n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name, xml_str(name)) == 0;

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 #include "pvc/zk.hpp"
 
 namespace pvc::target {
@@ -18,18 +19,6 @@ std::optional<Selector> parse_selector(std::string_view s) {
 }
 
 namespace {
-
-std::vector<std::string> split_limit(const std::string& s) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (true) {
-        size_t pos = s.find(',', start);
-        out.push_back(s.substr(start, pos == std::string::npos ? std::string::npos : pos - start));
-        if (pos == std::string::npos) break;
-        start = pos + 1;
-    }
-    return out;
-}
 
 std::optional<long> parse_long(const std::optional<std::string>& s) {
     if (!s) return std::nullopt;
@@ -66,7 +55,7 @@ std::optional<std::string> choose(const std::vector<NodeFigures>& nodes, const R
 
     std::vector<std::string> limit;
     if (request.node_limit) {
-        limit = split_limit(*request.node_limit);
+        limit = split_all(*request.node_limit, ',');
         if (std::all_of(limit.begin(), limit.end(), [](const std::string& n) { return n.empty(); })) limit.clear();
     }
 

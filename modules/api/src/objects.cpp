@@ -10,6 +10,7 @@
 
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 #include "pvc/zk.hpp"
 
 namespace pvc::api {
@@ -40,26 +41,6 @@ double to_float(const std::string& s) {
 }
 
 namespace {
-
-std::vector<std::string> split_ws(const std::string& s) {
-    std::istringstream in(s);
-    std::vector<std::string> out;
-    std::string w;
-    while (in >> w) out.push_back(w);
-    return out;
-}
-
-std::vector<std::string> split_on(const std::string& s, char sep) {
-    std::vector<std::string> out;
-    size_t pos = 0;
-    while (true) {
-        size_t n = s.find(sep, pos);
-        out.push_back(s.substr(pos, n == std::string::npos ? std::string::npos : n - pos));
-        if (n == std::string::npos) break;
-        pos = n + 1;
-    }
-    return out;
-}
 
 Json parse_json_or(const std::string& text, Json fallback) {
     try {
@@ -129,13 +110,6 @@ std::string text(xmlNodePtr n) {
     xmlFree(v);
     return s;
 }
-std::string trim(std::string s) {
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-    size_t b = 0;
-    while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-    return s.substr(b);
-}
-
 // The reference's `^[vm]*br([0-9a-z]+)` on a bridge name, scanned by hand
 // (a backtracking matcher recursed once per character of a client's value).
 std::string bridge_vni(const std::string& bridge) {
@@ -162,12 +136,12 @@ Json counter(const Json& e, const char* key) {
 }  // namespace
 
 Json node_object(const Reader& r, const std::string& n) {
-    auto st = split_ws(r.value(path("node.data.static", {n})));
+    auto st = words(r.value(path("node.data.static", {n})));
     auto tok = [&](size_t i) { return i < st.size() ? st[i] : std::string(); };
     long long cpus = to_int(tok(0)).value_or(0);
     Json health = "N/A";
     if (auto h = to_int(r.value(path("node.monitoring.health", {n})))) health = *h;
-    auto plugins = split_ws(r.value(path("node.monitoring.plugins", {n})));
+    auto plugins = words(r.value(path("node.monitoring.plugins", {n})));
     Json details = Json::array();
     for (const auto& p : plugins) {
         details.push_back({{"name", p},
@@ -192,7 +166,7 @@ Json node_object(const Reader& r, const std::string& n) {
         {"health_details", details},
         {"load", to_float(r.value(path("node.cpu.load", {n})))},
         {"domains_count", num("node.count.provisioned_domains")},
-        {"running_domains", split_ws(r.value(path("node.running_domains", {n})))},
+        {"running_domains", words(r.value(path("node.running_domains", {n})))},
         {"vcpu", {{"total", cpus}, {"allocated", num("node.vcpu.allocated")}}},
         {"memory",
          {{"total", num("node.memory.total")},
@@ -221,7 +195,7 @@ std::optional<Json> vm_object(const Reader& r, const std::string& u) {
 
     std::string last_node = r.value(path("domain.last_node", {u}));
     std::string limit = r.value(path("domain.meta.node_limit", {u}));
-    Json node_limit = limit.empty() ? Json(nullptr) : Json(split_on(limit, ','));
+    Json node_limit = limit.empty() ? Json(nullptr) : Json(split_all(limit, ','));
 
     Json tags = Json::array();
     for (const auto& t : r.children(path("domain.meta.tags", {u}))) {
@@ -541,7 +515,7 @@ Json network_object(const Reader& r, const std::string& vni) {
         {"type", r.value(path("network.type", {vni}))},
         {"mtu", r.value(path("network.mtu", {vni}))},
         {"domain", r.value(path("network.domain", {vni}))},
-        {"name_servers", split_on(r.value(path("network.nameservers", {vni})), ',')},
+        {"name_servers", split_all(r.value(path("network.nameservers", {vni})), ',')},
         {"ip6",
          {{"network", r.value(path("network.ip6.network", {vni}))},
           {"gateway", r.value(path("network.ip6.gateway", {vni}))},

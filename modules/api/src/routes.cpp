@@ -9,6 +9,7 @@
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/services/rbd_volumes.hpp"
+#include "pvc/strings.hpp"
 #include "pvc/target.hpp"
 #include "fetch.hpp"
 #include "request.hpp"
@@ -164,12 +165,6 @@ std::vector<std::string> last_lines(const std::string& text, long long lines) {
     if (lines > 0 && static_cast<size_t>(lines) < all.size()) all.erase(all.begin(), all.end() - lines);
     return all;
 }
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-    std::string out;
-    for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-    return out;
-}
-
 const std::vector<std::string> kSelectors = {"mem", "memprov", "vcpus", "load", "vms", "none"};
 const std::vector<std::string> kMethods = {"live", "shutdown", "none"};
 

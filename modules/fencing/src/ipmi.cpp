@@ -1,17 +1,9 @@
 #include "ipmi.hpp"
 
 #include "pvc/command.hpp"
+#include "pvc/strings.hpp"
 
 namespace pvc::fencing {
-namespace {
-
-std::string trim(std::string s) {
-    auto b = s.find_first_not_of(" \t\r\n");
-    auto e = s.find_last_not_of(" \t\r\n");
-    return b == std::string::npos ? std::string{} : s.substr(b, e - b + 1);
-}
-
-}  // namespace
 
 PowerState parse_power_status(std::string_view output) {
     if (output.find("Chassis Power is on") != std::string_view::npos) return PowerState::on;

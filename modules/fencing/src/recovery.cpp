@@ -10,26 +10,11 @@
 
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 #include "pvc/target.hpp"
 
 namespace pvc::fencing {
 namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> out;
-    std::string item;
-    std::istringstream in(s);
-    while (std::getline(in, item, sep))
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
-std::vector<std::string> words(const std::string& s) {
-    std::vector<std::string> out;
-    std::istringstream in(s);
-    for (std::string w; in >> w;) out.push_back(w);
-    return out;
-}
 
 // What one VM adds to its new node, as the node will report it once the VM
 // runs there.

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 
 #include "arp.hpp"
 
@@ -38,12 +39,6 @@ std::optional<std::string> key_value(const NetworkKeys& keys, const char* key) {
     auto it = keys.find(key);
     if (it == keys.end() || it->second.empty() || it->second == "None") return std::nullopt;
     return it->second;
-}
-
-std::string join(const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-    return s;
 }
 }  // namespace
 
@@ -118,7 +113,7 @@ void NetworkModule::prepare_host(const Config& cfg, const Logger& log) {
     }
     auto changes = apply_host(nl, host_, log);
     if (changes.empty()) log.info("Host networking already in place: nothing changed");
-    else log.ok("Host networking: {}", join(changes));
+    else log.ok("Host networking: {}", join(changes, ", "));
     // bridge_mtu: the bridged networks' maximum defaults to the bridge device's
     // MTU as it is at start-up.
     if (!bridge_mtu_ && bridge_device_) {
@@ -297,9 +292,9 @@ void NetworkModule::remove_orphans(const std::vector<std::string>& children) {
     try {
         auto swept = remove_orphan_links(*nl_, {wanted, host_devices(), cluster_device_, bridge_device_});
         if (swept.removed.empty()) log_.debug("No links of deleted networks found");
-        else log_.ok("Links of networks deleted while the daemon was down removed: {}", join(swept.removed));
+        else log_.ok("Links of networks deleted while the daemon was down removed: {}", join(swept.removed, ", "));
         if (!swept.left.empty())
-            log_.info("Links named like client networks but not made by PVC, left alone: {}", join(swept.left));
+            log_.info("Links named like client networks but not made by PVC, left alone: {}", join(swept.left, ", "));
     } catch (const std::exception& ex) {
         log_.error("Removing links of deleted networks failed: {}", ex.what());
     }
@@ -593,7 +588,7 @@ void NetworkModule::reconcile(const std::string& vni) {
         for (const auto& g : gateways) hold(n.bridge(), g, router_active_);
         e.gateways = gateways;
         if (r.changes.empty()) log_.debug("Network {}: links in place, nothing changed", vni);
-        else log_.ok("Network {} ({}): {}", vni, n.type == NetType::managed ? "managed" : "bridged", join(r.changes));
+        else log_.ok("Network {} ({}): {}", vni, n.type == NetType::managed ? "managed" : "bridged", join(r.changes, ", "));
         apply_firewall(vni, e, n);
         apply_dhcp(vni, e, n, keys);
         // Written after the links: the watch fires again, finds the value

@@ -16,6 +16,7 @@
 
 #include "netlink.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 
 namespace pvc::network {
 
@@ -25,11 +26,6 @@ std::optional<std::string> read_text(const std::filesystem::path& p) {
     std::ifstream f(p);
     if (!f) return std::nullopt;
     return std::string((std::istreambuf_iterator<char>(f)), {});
-}
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
 }
 
 std::optional<uint32_t> number(const std::string& s) {

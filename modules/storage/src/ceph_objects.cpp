@@ -4,17 +4,12 @@
 
 #include "pvc/command.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 #include "stats.hpp"
 
 namespace pvc::storage {
 
 namespace {
-
-std::string joined(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
-    return out;
-}
 
 // A device path from ZooKeeper, before it becomes an argument: an absolute
 // path under /dev, no "..", nothing a tool could read as an option.
@@ -101,7 +96,7 @@ void CephObjects::on_osds(const std::optional<std::vector<std::string>>& ids) {
         if (valid_osd_id(id)) valid.push_back(id);
         else warn_once("osd:" + id, "Ignoring OSD '" + id + "' under /ceph/osds: not an OSD id");
     }
-    log_.info("OSD list: {}", joined(valid));
+    log_.info("OSD list: {}", join(valid, " "));
     std::set<std::string> now(valid.begin(), valid.end());
     for (auto it = osd_watches_.begin(); it != osd_watches_.end();) {
         if (now.count(it->first)) {
@@ -197,7 +192,7 @@ void CephObjects::on_pools(const std::optional<std::vector<std::string>>& names)
         if (valid_pool_name(n)) valid.push_back(n);
         else warn_once("pool:" + n, "Ignoring pool '" + n + "' under /ceph/pools: not a valid Ceph pool name");
     }
-    log_.info("Pool list: {}", joined(valid));
+    log_.info("Pool list: {}", join(valid, " "));
     std::set<std::string> now(valid.begin(), valid.end());
     {
         std::lock_guard g(m_);
@@ -229,7 +224,7 @@ void CephObjects::on_volume_pools(const std::optional<std::vector<std::string>>&
 void CephObjects::on_volumes(const std::string& pool, const std::optional<std::vector<std::string>>& names) {
     if (!volume_watches_.count(pool)) return;
     auto list = names.value_or(std::vector<std::string>{});
-    log_.info("Volume list [{}]: {}", pool, joined(list));
+    log_.info("Volume list [{}]: {}", pool, join(list, " "));
     std::lock_guard g(m_);
     volumes_[pool] = std::move(list);
 }

@@ -16,22 +16,10 @@
 #include "daemon/node_guard.hpp"
 #include "health/health_host.hpp"
 #include "pvc/cluster.hpp"
+#include "pvc/strings.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc {
-
-namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-    std::string out;
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (i) out += sep;
-        out += v[i];
-    }
-    return out;
-}
-
-}  // namespace
 
 void Daemon::make_directories() {
     namespace fs = std::filesystem;
