@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "health/health_host.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/log.hpp"
 #include "pvc/module.hpp"
 #include "pvc/schema.hpp"
@@ -75,7 +75,7 @@ pvc:
 )",
                             fmt::arg("node", node), fmt::arg("port", zk.port()), fmt::arg("plugins", plugins.string()),
                             fmt::arg("base", base.string()));
-    return pvc::parse_config(yaml, "health-bench.yaml", pvc::HostIdentity::from_hostname(node + ".pvc.local"));
+    return pvc::parse_config(yaml, "health-bench.yaml", pvc::host_identity(node + ".pvc.local"));
 }
 
 }  // namespace

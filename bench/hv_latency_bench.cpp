@@ -34,7 +34,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "daemon/module_info.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/log.hpp"
 #include "pvc/module.hpp"
 #include "pvc/schema.hpp"
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
 
     pvc::Config cfg;
     cfg.node = me;
-    cfg.host = pvc::HostIdentity::from_hostname(me);
+    cfg.host = pvc::host_identity(me);
     cfg.daemon_mode = "hypervisor";
     cfg.enable_hypervisor = true;
     cfg.coordinators = {server.hosts()};

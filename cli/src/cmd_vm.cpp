@@ -423,7 +423,7 @@ VmArgsPtr vm_args() { return std::make_shared<VmArgs>(); }
 
 void add_vm_arg(CLI::App* c, VmArgs& a) { c->add_option("vm", a.vm, "VM name or UUID")->required(); }
 
-const std::vector<std::string> kSelectors = {"mem", "memprov", "load", "vcpus", "vms", "none"};
+const std::vector<std::string> kSelectors = target::vm_selector_choices();
 const std::vector<std::string> kMethods = {"live", "shutdown", "none"};
 
 }  // namespace

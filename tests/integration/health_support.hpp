@@ -14,11 +14,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "daemon/module_host.hpp"
 #include "health/health_host.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/log.hpp"
 #include "pvc/module.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/test/daemon_process.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "pvc/zk.hpp"
 
@@ -133,7 +135,20 @@ pvc:
                                        fmt::arg("pt", opt.plugin_timeout), fmt::arg("ipmi", opt.ipmi_host),
                                        fmt::arg("plugins", plugins_.string()),
                                        fmt::arg("base", dir_.path().string()));
-        return parse_config(yaml, "health-test.yaml", HostIdentity::from_hostname(opt.node + ".pvc.local"));
+        Config c = parse_config(yaml, "health-test.yaml", host_identity(opt.node + ".pvc.local"));
+        add_module_keys(c);
+        return c;
+    }
+
+    // The modules' part of the flat dictionary, as the daemon adds it: every
+    // real module this configuration loads reads its own keys (the fencing
+    // module this node's BMC, the network module the networking group).
+    static void add_module_keys(Config& c) {
+        ModuleHost modules(std::filesystem::path(build_dir()) / "modules", Logger(make_log_sink(nullptr), ""));
+        modules.load(c);
+        ConfigProblems problems;
+        c.module_keys = modules.configure_all(c, problems);
+        for (const auto& p : problems.list()) ADD_FAILURE() << p.to_string("health-test.yaml");
     }
 
     // The networking sections of a config with enable_networking (addresses

@@ -420,3 +420,24 @@ TEST(LogFile, SighupUnderHeavyLoggingLosesAndGarblesNoLine) {
 }
 
 }  // namespace
+
+// A module's password (Module::secrets) is masked in every line logged once
+// the daemon added it; "null" and very short values are not secrets.
+TEST(LogFile, ASecretAddedByAModuleIsMaskedFromThenOn) {
+    pvc::test::TempDir dir("logsecret");
+    pvc::Config c;
+    c.file_logging = true;
+    c.log_directory = dir.path();
+    auto s = pvc::make_log_sink(&c);
+    pvc::Logger log(s, "");
+    log.info("before: s3cr3tpass");
+    pvc::add_log_secret(s, "s3cr3tpass");
+    pvc::add_log_secret(s, "null");
+    pvc::add_log_secret(s, "ab");
+    log.info("after: s3cr3tpass and again s3cr3tpass, null, ab");
+    pvc::shutdown_log_sink(s);
+    std::ifstream in(dir.path() / "pvc.log");
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    EXPECT_NE(text.find("before: s3cr3tpass"), std::string::npos) << text;
+    EXPECT_NE(text.find("after: ******** and again ********, null, ab"), std::string::npos) << text;
+}

@@ -10,7 +10,7 @@
 
 #include "daemon/module_host.hpp"
 #include "pvc/cluster.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/test/daemon_process.hpp"
 #include "pvc/test/node_config.hpp"
@@ -35,7 +35,7 @@ pvc::Config config(bool hypervisor, const std::string& zk_hosts = "127.0.0.1:1",
     o.enable_hypervisor = hypervisor;
     o.zookeeper_logging = false;
     o.extra_functions_yaml = more_functions;
-    return pvc::parse_config(pvc::test::node_config_yaml(o), "test.yaml", pvc::HostIdentity::from_hostname("hv1"));
+    return pvc::parse_config(pvc::test::node_config_yaml(o), "test.yaml", pvc::host_identity("hv1"));
 }
 
 pvc::Logger quiet() { return pvc::Logger(pvc::make_log_sink(nullptr), "test"); }
@@ -210,7 +210,7 @@ TEST(ModuleHost, ABundledModuleNotInstalledIsALoudWarningWithItsText) {
     o.base_dir = dir.path() / "node";
     o.zookeeper_logging = false;
     o.stdout_logging = false;
-    auto cfg = pvc::parse_config(pvc::test::node_config_yaml(o), "test.yaml", pvc::HostIdentity::from_hostname("hv1"));
+    auto cfg = pvc::parse_config(pvc::test::node_config_yaml(o), "test.yaml", pvc::host_identity("hv1"));
     std::filesystem::create_directories(dir.path() / "empty");
     std::vector<pvc::BundledModule> bundled{{"watchdog", "THIS NODE WILL NOT WATCH ITSELF"},
                                             {"fencing", "THIS NODE WILL NOT FENCE DEAD NODES"}};

@@ -1,6 +1,6 @@
 // The host a configuration is read for: names and node id from the hostname,
 // static data from the machine the code runs on.
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -27,7 +27,7 @@ std::vector<std::string> static_data_of_this_machine() {
 
 }  // namespace
 
-HostIdentity HostIdentity::from_hostname(const std::string& fqdn) {
+HostIdentity host_identity(const std::string& fqdn) {
     HostIdentity h;
     h.fqdn = fqdn;
     auto dot = fqdn.find('.');
@@ -46,10 +46,10 @@ HostIdentity HostIdentity::from_hostname(const std::string& fqdn) {
     return h;
 }
 
-HostIdentity HostIdentity::of_this_host() {
+HostIdentity this_host_identity() {
     std::array<char, 256> buf{};
     if (::gethostname(buf.data(), buf.size() - 1) != 0) buf[0] = '\0';
-    return from_hostname(buf.data());
+    return host_identity(buf.data());
 }
 
 }  // namespace pvc

@@ -2,7 +2,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config_tree_data.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 
 namespace pvc {
 

@@ -16,7 +16,7 @@
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/zk.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 
 namespace {
 

@@ -176,9 +176,6 @@ public:
             gather_ = std::min(zk_period_ / 4, std::chrono::milliseconds(200));
             batch_ = std::chrono::milliseconds(cfg->zookeeper_log_batch_ms);
             routine_delay_ = std::max(batch_, gather_);
-            for (std::string s : {cfg->ipmi_password, cfg->dns_database.pass.value_or(""),
-                                  cfg->metadata_database.pass.value_or("")})
-                if (s.size() >= 3 && s != "null") secrets_.push_back(std::move(s));
             std::vector<spdlog::sink_ptr> sinks;
             if (cfg->stdout_logging) sinks.push_back(std::make_shared<spdlog::sinks::stdout_sink_mt>());
             if (cfg->file_logging && !cfg->log_directory.empty()) {
@@ -204,12 +201,23 @@ public:
 
     bool debug() const { return debug_; }
 
+    // A value masked in every later line; "null" (the reference's unset
+    // password) and values shorter than 3 characters are not secrets.
+    void add_secret(std::string s) {
+        if (s.size() < 3 || s == "null") return;
+        std::lock_guard g(secrets_m_);
+        if (std::find(secrets_.begin(), secrets_.end(), s) == secrets_.end()) secrets_.push_back(std::move(s));
+    }
+
     void write(LogState state, const std::string& prefix, std::string_view message, bool to_zookeeper = true) {
         if (state == LogState::debug && !debug_) return;
         std::string text(message);
-        for (const auto& s : secrets_) {
-            for (size_t pos = text.find(s); pos != std::string::npos; pos = text.find(s, pos))
-                text.replace(pos, s.size(), "********");
+        {
+            std::lock_guard g(secrets_m_);
+            for (const auto& s : secrets_) {
+                for (size_t pos = text.find(s); pos != std::string::npos; pos = text.find(s, pos))
+                    text.replace(pos, s.size(), "********");
+            }
         }
         std::string body = prefix.empty() ? text : prefix + " - " + text;
         std::string head;
@@ -458,6 +466,7 @@ private:
     }
 
     bool colours_ = false, dates_ = false, debug_ = false, zk_enabled_ = false;
+    std::mutex secrets_m_;  // secrets_: added once the modules read their keys, read by every line
     std::vector<std::string> secrets_;
     std::shared_ptr<spdlog::logger> logger_;
     std::shared_ptr<ReopenableFileSink> file_sink_;
@@ -492,6 +501,10 @@ void Logger::log(LogState state, std::string_view message) const {
 bool Logger::debug_enabled() const { return !sink_ || sink_->debug(); }
 
 std::shared_ptr<LogSink> make_log_sink(const Config* config) { return std::make_shared<LogSink>(config); }
+
+void add_log_secret(const std::shared_ptr<LogSink>& sink, std::string secret) {
+    if (sink) sink->add_secret(std::move(secret));
+}
 
 void attach_zookeeper(const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> session,
                       const std::string& node) {

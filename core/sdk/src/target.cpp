@@ -10,11 +10,8 @@
 namespace pvc::target {
 
 std::optional<Selector> parse_selector(std::string_view s) {
-    if (s == "mem") return Selector::mem;
-    if (s == "memprov") return Selector::memprov;
-    if (s == "load") return Selector::load;
-    if (s == "vcpus") return Selector::vcpus;
-    if (s == "vms") return Selector::vms;
+    for (std::size_t i = 0; i < std::size(selector_names); ++i)
+        if (s == selector_names[i]) return static_cast<Selector>(i);
     return std::nullopt;
 }
 

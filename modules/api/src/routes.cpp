@@ -165,7 +165,7 @@ std::vector<std::string> last_lines(const std::string& text, long long lines) {
     if (lines > 0 && static_cast<size_t>(lines) < all.size()) all.erase(all.begin(), all.end() - lines);
     return all;
 }
-const std::vector<std::string> kSelectors = {"mem", "memprov", "vcpus", "load", "vms", "none"};
+const std::vector<std::string> kSelectors = target::vm_selector_choices();
 const std::vector<std::string> kMethods = {"live", "shutdown", "none"};
 
 const std::vector<Route>& routes() {

@@ -21,10 +21,11 @@ ApiSettings read_api_settings(const Config& config, ConfigProblems& problems) {
     s.node = config.node;
     s.coordinator = config.daemon_mode == "coordinator";
     s.server.address = "127.0.0.1";
-    if (config.enable_networking && config.upstream.floating_ip) {
-        const std::string& f = *config.upstream.floating_ip;
-        s.server.address = f.substr(0, f.find('/'));
-    }
+    // With networking, the upstream floating address (the network module's
+    // key, validated by it).
+    if (ConfigNode f = config.document.at("pvc.cluster.networks.upstream.floating_ip");
+        config.enable_networking && f.is_scalar() && !f.scalar().empty())
+        s.server.address = f.scalar().substr(0, f.scalar().find('/'));
     ConfigNode api = config.document.at("pvc.api");
     if (!api.exists() || api.is_null()) return s;
     if (!api.section(problems)) {

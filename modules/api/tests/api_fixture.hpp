@@ -11,7 +11,7 @@
 #include "api.hpp"
 #include "http_client.hpp"
 #include "pvc/cluster.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/test/daemon_process.hpp"
 #include "pvc/test/node_config.hpp"
@@ -61,7 +61,7 @@ protected:
         o.stdout_logging = false;
         o.zookeeper_logging = false;
         config = std::make_unique<Config>(
-            parse_config(pvc::test::node_config_yaml(o), "test.yaml", HostIdentity::from_hostname("hv1")));
+            parse_config(pvc::test::node_config_yaml(o), "test.yaml", host_identity("hv1")));
         logger = Logger(make_log_sink(config.get()), "api");
         settings.node = "hv1";
         settings.coordinator = true;

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
 #include "settings.hpp"
@@ -28,7 +28,7 @@ Read read(const std::string& api_block) {
     yaml.insert(at, api_block);
     Read r;
     ConfigNode doc = parse_config_tree(yaml, "test.yaml");
-    Config c = read_config(doc, r.problems, HostIdentity::from_hostname("hv1"));
+    Config c = read_config(doc, r.problems, host_identity("hv1"));
     r.settings = read_api_settings(c, r.problems);
     return r;
 }
@@ -81,7 +81,7 @@ TEST(ApiSettings, TheSampleConfigurationsBlockIsValid) {
     text << in.rdbuf();
     ConfigProblems problems;
     ConfigNode doc = parse_config_tree(text.str(), "pvcnoded.sample.yaml");
-    Config c = read_config(doc, problems, HostIdentity::from_hostname("pvchv1"));
+    Config c = read_config(doc, problems, host_identity("pvchv1"));
     auto s = read_api_settings(c, problems);
     for (const auto& p : problems.list()) EXPECT_NE(p.path.rfind("pvc.api", 0), 0u) << p.path << ": " << p.message;
     EXPECT_EQ(s.server.address, "192.0.2.10");

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     });
 
     Ipmitool ipmi({"-C", "3", "-p", std::to_string(port)}, 5s);
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     FenceSettings fs;
     fs.interval = interval;
     fs.saving_throws = throws;

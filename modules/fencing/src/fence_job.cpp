@@ -20,7 +20,7 @@ const char* to_string(FenceOutcome o) {
     return "?";
 }
 
-FenceJob::FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log,
+FenceJob::FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, services::RbdLocks& locks, Logger log,
                    FenceSettings settings, std::string node, Clock::time_point last_seen, int32_t dead_version)
     : zk_(std::move(zk)), ipmi_(ipmi), locks_(locks), log_(std::move(log)), s_(std::move(settings)),
       node_(std::move(node)), last_seen_(last_seen), dead_version_(dead_version) {}

@@ -16,7 +16,7 @@
 #include "ipmi.hpp"
 #include "pvc/log.hpp"
 #include "pvc/zk.hpp"
-#include "rbd_lock_breaker.hpp"
+#include "pvc/services/rbd_locks.hpp"
 #include "recovery.hpp"
 
 namespace pvc::fencing {
@@ -55,7 +55,7 @@ public:
     // `dead_version`: the version of the node's daemonstate as the fencer's
     // `dead` left it (mark_dead), so that an interrupted job hands the node
     // back only if nothing wrote its state since.
-    FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
+    FenceJob(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, services::RbdLocks& locks, Logger log, FenceSettings settings,
              std::string node, Clock::time_point last_seen, int32_t dead_version);
     FenceOutcome run(std::stop_token stop);
     const FenceTimes& times() const { return times_; }
@@ -75,7 +75,7 @@ private:
 
     std::shared_ptr<zk::Session> zk_;
     Ipmi& ipmi_;
-    RbdLockBreaker& locks_;
+    services::RbdLocks& locks_;
     Logger log_;
     FenceSettings s_;
     std::string node_;

@@ -6,7 +6,7 @@
 
 namespace pvc::fencing {
 
-Fencer::Fencer(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
+Fencer::Fencer(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, services::RbdLocks& locks, Logger log, FenceSettings settings,
                int fence_intervals)
     : zk_(std::move(zk)), ipmi_(ipmi), locks_(locks), log_(std::move(log)), settings_(std::move(settings)),
       monitor_(settings_.interval, fence_intervals) {}

@@ -29,7 +29,7 @@ std::optional<int32_t> mark_dead(zk::Session& zk, const Logger& log, const std::
 
 class Fencer {
 public:
-    Fencer(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, RbdLockBreaker& locks, Logger log, FenceSettings settings,
+    Fencer(std::shared_ptr<zk::Session> zk, Ipmi& ipmi, services::RbdLocks& locks, Logger log, FenceSettings settings,
            int fence_intervals);
     ~Fencer();  // stop()
 
@@ -53,7 +53,7 @@ private:
 
     std::shared_ptr<zk::Session> zk_;
     Ipmi& ipmi_;
-    RbdLockBreaker& locks_;
+    services::RbdLocks& locks_;
     Logger log_;
     FenceSettings settings_;
     FenceMonitor monitor_;

@@ -1,5 +1,7 @@
 #include "fencing.hpp"
 
+#include "pvc/schema.hpp"
+
 namespace pvc::fencing {
 
 FenceSettings settings_from(const Config& cfg, const Settings& own) {
@@ -19,13 +21,50 @@ FenceSettings settings_from(const Config& cfg, const Settings& own) {
 
 void FencingModule::configure(const Config& config, ConfigProblems& problems) {
     settings_ = Settings::read(config, problems);
+    me_ = config.host.hostname;
+}
+
+void FencingModule::registration(std::vector<zk::KeyValue>& values) const {
+    values.emplace_back(schema::path("node.ipmi.hostname", {me_}), settings_.ipmi_hostname);
+    values.emplace_back(schema::path("node.ipmi.username", {me_}), settings_.ipmi_username);
+    values.emplace_back(schema::path("node.ipmi.password", {me_}), settings_.ipmi_password);
+}
+
+void FencingModule::register_own_bmc(NodeContext& ctx) {
+    std::vector<zk::KeyValue> values;
+    registration(values);
+    if (!ctx.zk->write(values))
+        ctx.logger.error("Cannot register this node's IPMI interface {} (see the ZooKeeper error above)",
+                         settings_.ipmi_hostname);
+}
+
+void FencingModule::check_own_bmc(const Logger& log) {
+    if (settings_.ipmi_hostname.empty()) return;
+    log.info("IPMI hostname: {}", settings_.ipmi_hostname);
+    own_check_ = std::thread([this, log] {
+        try {
+            // The peers' fence calls use the same arguments; 2 s: a check, not a fence.
+            Ipmitool ipmitool(settings_.ipmitool_args, std::chrono::seconds(2));
+            auto r = ipmitool.chassis_power({settings_.ipmi_hostname, settings_.ipmi_username, settings_.ipmi_password},
+                                            "status");
+            if (r.state == PowerState::on)
+                log.ok("Our IPMI interface is reachable; fencing of this node is possible");
+            else
+                log.warn("Our IPMI interface {} is not reachable; fencing of this node will fail until corrected",
+                         settings_.ipmi_hostname);
+        } catch (const std::exception& e) {
+            log.warn("Cannot check our IPMI interface ({}); fencing of this node will likely fail", e.what());
+        }
+    });
 }
 
 void FencingModule::start(NodeContext& ctx) {
     const Config& cfg = ctx.config;
     const Settings& own = settings_;
-    ipmi_ = std::make_unique<Ipmitool>(cfg.ipmitool_args, std::chrono::seconds(own.ipmi_timeout));
-    locks_ = std::make_unique<RegistryRbdLockBreaker>(ctx.services, ctx.logger);
+    register_own_bmc(ctx);
+    check_own_bmc(ctx.logger);
+    ipmi_ = std::make_unique<Ipmitool>(own.ipmitool_args, std::chrono::seconds(own.ipmi_timeout));
+    locks_ = std::make_unique<services::RbdLocksOrNone>(ctx.services, ctx.logger);
     if (cfg.daemon_mode == "coordinator") {
         fencer_ = std::make_unique<Fencer>(ctx.zk, *ipmi_, *locks_, ctx.logger, settings_from(cfg, own),
                                            own.fence_intervals);
@@ -69,6 +108,7 @@ void FencingModule::stop() {
     if (self_fence_) self_fence_->stop();
     fencer_.reset();
     self_fence_.reset();
+    if (own_check_.joinable()) own_check_.join();  // <= 2 s: its ipmitool's deadline
 }
 
 }  // namespace pvc::fencing

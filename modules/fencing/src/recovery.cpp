@@ -204,7 +204,7 @@ RecoveryReads read_for_recovery(zk::Session& zk, const std::string& dead, unsign
     return r;
 }
 
-RecoveryResult recover_node(zk::Session& zk, const std::string& dead, RbdLockBreaker& locks, const Logger& log,
+RecoveryResult recover_node(zk::Session& zk, const std::string& dead, services::RbdLocks& locks, const Logger& log,
                             unsigned parallelism, const std::function<bool()>& before_writes,
                             std::optional<RecoveryReads> reads) {
     parallelism = std::max(1u, parallelism);

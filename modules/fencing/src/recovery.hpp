@@ -16,7 +16,7 @@
 
 #include "pvc/log.hpp"
 #include "pvc/zk.hpp"
-#include "rbd_lock_breaker.hpp"
+#include "pvc/services/rbd_locks.hpp"
 
 namespace pvc::fencing {
 
@@ -51,7 +51,7 @@ RecoveryReads read_for_recovery(zk::Session& zk, const std::string& dead_node, u
 // the recovery there, with nothing moved. `reads`: what read_for_recovery
 // read a moment before (the fence job reads while the BMC confirms the
 // power off); without it the keys are read first.
-RecoveryResult recover_node(zk::Session& zk, const std::string& dead_node, RbdLockBreaker& locks, const Logger& log,
+RecoveryResult recover_node(zk::Session& zk, const std::string& dead_node, services::RbdLocks& locks, const Logger& log,
                             unsigned parallelism, const std::function<bool()>& before_writes = {},
                             std::optional<RecoveryReads> reads = std::nullopt);
 

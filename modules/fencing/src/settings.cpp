@@ -37,9 +37,41 @@ void read_interval(const ConfigNode& in_system, const ConfigNode& in_fencing, co
         out = static_cast<int>(*sys);
 }
 
+// pvc.system.fencing.ipmi: this node's BMC, the ipmitool deadline and arguments.
+void read_ipmi(const ConfigNode& ipmi, ConfigProblems& problems, Settings& s) {
+    if (ipmi.section(problems, "")) {
+        ipmi.child("host", problems).read(problems, s.ipmi_hostname);
+        ipmi.child("user", problems).read(problems, s.ipmi_username);
+        ipmi.child("pass", problems).read(problems, s.ipmi_password);
+        ipmi.child("timeout", problems).read(problems, s.ipmi_timeout, 1, 600);
+        ConfigNode args = ipmi.child("ipmitool_args", problems);
+        if (args.has_value() && !args.is_sequence()) {
+            problems.add(args, "expected a list of ipmitool arguments, e.g. [\"-C\", \"3\"]");
+        } else if (args.has_value()) {
+            for (std::size_t i = 0; i < args.size(); ++i) {
+                ConfigNode item = args.item(i);
+                if (!item.is_scalar() || item.scalar().empty())
+                    problems.add(item, "expected a non-empty string");
+                else
+                    s.ipmitool_args.push_back(item.scalar());
+            }
+        }
+    }
+}
+
 }  // namespace
 
 Settings Settings::read(const Config& config, ConfigProblems& problems) {
+    Settings s = read_keys(config, problems);
+    // Not written (or written empty): <hostname>-lom[.<domain>], as the reference.
+    if (s.ipmi_hostname.empty()) {
+        const HostIdentity& host = config.host;
+        s.ipmi_hostname = host.domain.empty() ? host.hostname + "-lom" : host.hostname + "-lom." + host.domain;
+    }
+    return s;
+}
+
+Settings Settings::read_keys(const Config& config, ConfigProblems& problems) {
     Settings s;
     const ConfigNode& doc = config.document;
     ConfigNode system = doc.at("pvc.system");
@@ -58,8 +90,7 @@ Settings Settings::read(const Config& config, ConfigProblems& problems) {
         actions.child("successful_fence", problems).read(problems, s.successful_fence);
         actions.child("failed_fence", problems).read(problems, s.failed_fence);
     }
-    if (ConfigNode ipmi = fencing.at("ipmi"); usable(ipmi))
-        ipmi.child("timeout", problems).read(problems, s.ipmi_timeout, 1, 600);
+    read_ipmi(fencing.child("ipmi", problems), problems, s);
     fencing.child("saving_throws", problems).read(problems, s.saving_throws, 0, 1000);
     fencing.child("suicide_command", problems).read(problems, s.suicide_command);
     return s;
@@ -71,6 +102,9 @@ void Settings::flat_keys(nlohmann::json& j) const {
     j["suicide_intervals"] = suicide_intervals;
     j["successful_fence"] = or_null(successful_fence);
     j["failed_fence"] = or_null(failed_fence);
+    j["ipmi_hostname"] = ipmi_hostname;
+    j["ipmi_username"] = ipmi_username;
+    j["ipmi_password"] = ipmi_password;
 }
 
 }  // namespace pvc::fencing

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "fencing.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "settings.hpp"
 
 namespace {
@@ -50,7 +50,7 @@ std::string with(const std::string& extra) {
 }
 
 pvc::HostIdentity host() {
-    return pvc::HostIdentity::from_hostname("pvchv1.example.com");
+    return pvc::host_identity("pvchv1.example.com");
 }
 
 // What the daemon does: the core's keys, then the module's, into one list.
@@ -111,7 +111,7 @@ TEST(FencingConfig, DefaultsAreTheReferences) {
     EXPECT_EQ(r.settings.suicide_intervals, 4);
     EXPECT_EQ(r.settings.successful_fence, "migrate");
     EXPECT_EQ(r.settings.failed_fence, "None");  // a string, as PyYAML reads it: no action
-    EXPECT_TRUE(r.config.ipmitool_args.empty());
+    EXPECT_TRUE(r.settings.ipmitool_args.empty());
     auto s = pvc::fencing::settings_from(r.config, r.settings);
     EXPECT_EQ(s.interval, std::chrono::seconds(2));
     EXPECT_EQ(s.saving_throws, 6);
@@ -142,7 +142,7 @@ TEST(FencingConfig, OurKeysAreRead) {
     ASSERT_TRUE(r.problems.empty()) << dump(r.problems);
     EXPECT_EQ(r.settings.ipmi_timeout, 3);
     // The extra arguments are the core's (its own IPMI check uses them too).
-    EXPECT_EQ(r.config.ipmitool_args, (std::vector<std::string>{"-C", "3"}));
+    EXPECT_EQ(r.settings.ipmitool_args, (std::vector<std::string>{"-C", "3"}));
 }
 
 // Every problem at once, the module's with the core's, each with its path and line.
@@ -161,7 +161,7 @@ TEST(FencingConfig, BadValuesAreReportedWithTheirPathAndLine) {
     expect(0, "pvc.system.intervals.fence_intervals", "fence_intervals: 0", "at least 1");
     expect(1, "pvc.system.intervals.suicide_intervals", "suicide_intervals: often", "integer");
     expect(2, "pvc.system.fencing.ipmi.timeout", "timeout: 0", "between 1 and 600");
-    expect(3, "pvc.system.fencing.ipmi.ipmitool_args", "ipmitool_args", "list of ipmitool arguments");  // the core's
+    expect(3, "pvc.system.fencing.ipmi.ipmitool_args", "ipmitool_args", "list of ipmitool arguments");
     expect(4, "pvc.system.fencing.saving_throws", "saving_throws: -1", "between 0 and 1000");
     expect(5, "pvc.system.fencing.suicide_command", "suicide_command", "expected a string");
 }
@@ -198,8 +198,8 @@ TEST(FencingConfig, TheActionsSectionIsRequired) {
 }
 
 // The reference's flat dictionary has fence_intervals, suicide_intervals,
-// successful_fence and failed_fence on every node: the module gives them
-// (the core gives every other key: tests/unit/config_test.cpp).
+// successful_fence, failed_fence and this node's BMC on every node: the
+// module gives them (the core its own keys: tests/unit/config_test.cpp).
 TEST(FencingConfig, TheModuleCompletesTheFlatDictionary) {
     auto sample = read(sample_text());
     ASSERT_TRUE(sample.problems.empty()) << dump(sample.problems);
@@ -209,12 +209,12 @@ TEST(FencingConfig, TheModuleCompletesTheFlatDictionary) {
     nlohmann::json keys = nlohmann::json::object();
     module.flat_keys(keys);
     const std::set<std::string> fencing_keys = {"fence_intervals", "suicide_intervals", "successful_fence",
-                                                "failed_fence"};
+                                                "failed_fence", "ipmi_hostname", "ipmi_username", "ipmi_password"};
     EXPECT_EQ(keys_of(keys), fencing_keys);
-    auto core_only = keys_of(sample.config.flat());
+    auto core_only = keys_of(pvc::flat_config(sample.config));
     for (const auto& k : fencing_keys) EXPECT_FALSE(core_only.count(k)) << k << " is the module's";
     sample.config.module_keys = keys;
-    auto j = sample.config.flat();
+    auto j = pvc::flat_config(sample.config);
     auto expected = core_only;
     expected.insert(fencing_keys.begin(), fencing_keys.end());
     EXPECT_EQ(keys_of(j), expected);
@@ -224,14 +224,58 @@ TEST(FencingConfig, TheModuleCompletesTheFlatDictionary) {
     EXPECT_EQ(j["successful_fence"], "migrate");
     EXPECT_EQ(j["failed_fence"], "None");
     EXPECT_EQ(j["ipmi_hostname"], "pvchv1-lom.example.com");
+    EXPECT_EQ(j["ipmi_username"], "admin");
+    EXPECT_EQ(j["ipmi_password"], "Passw0rd");
+    // The password is a secret the log masks.
+    std::vector<std::string> secrets;
+    module.secrets(secrets);
+    EXPECT_EQ(secrets, std::vector<std::string>{"Passw0rd"});
 
-    // Not written: None.
+    // Not written: None, and the reference's BMC defaults.
     nlohmann::json unset = nlohmann::json::object();
     pvc::fencing::Settings{}.flat_keys(unset);
     EXPECT_TRUE(unset["successful_fence"].is_null());
     EXPECT_TRUE(unset["failed_fence"].is_null());
     EXPECT_EQ(unset["fence_intervals"], 6);
     EXPECT_EQ(unset["suicide_intervals"], 0);
+    EXPECT_EQ(unset["ipmi_username"], "null");
+    EXPECT_EQ(unset["ipmi_password"], "null");
+}
+
+// This node's BMC (moved here from the core): the host defaults to
+// <hostname>-lom[.<domain>] when not written or written empty; the ipmi
+// section is required; a new node is registered with the three.
+TEST(FencingConfig, OwnBmcKeys) {
+    auto r = read(with(""));
+    ASSERT_TRUE(r.problems.empty()) << dump(r.problems);
+    EXPECT_EQ(r.settings.ipmi_hostname, "bmc1");
+    EXPECT_EQ(r.settings.ipmi_username, "admin");
+    EXPECT_EQ(r.settings.ipmi_password, "x");
+    r = read(replace(with(""), "        host: bmc1\n", "        host: \"\"\n"));
+    EXPECT_EQ(r.settings.ipmi_hostname, "pvchv1-lom.example.com");
+    r = read(replace(with(""), "        host: bmc1\n        user: admin\n        pass: x\n", ""));
+    EXPECT_EQ(r.settings.ipmi_username, "null");
+    EXPECT_EQ(r.settings.ipmi_password, "null");
+    EXPECT_EQ(r.settings.ipmi_hostname, "pvchv1-lom.example.com");
+
+    std::string missing = replace(with(""), "      ipmi:\n        host: bmc1\n        user: admin\n        pass: x\n", "");
+    r = read(missing);
+    ASSERT_EQ(r.problems.size(), 1u) << dump(r.problems);
+    EXPECT_EQ(r.problems[0].path, "pvc.system.fencing.ipmi");
+    EXPECT_NE(r.problems[0].message.find("required section is missing"), std::string::npos);
+
+    r = read(replace(with(""), "        user: admin\n", "        user: [admin]\n"));
+    ASSERT_EQ(r.problems.size(), 1u) << dump(r.problems);
+    EXPECT_EQ(r.problems[0].path, "pvc.system.fencing.ipmi.user");
+
+    pvc::fencing::FencingModule module;
+    pvc::ConfigProblems problems;
+    module.configure(read(with("")).config, problems);
+    std::vector<pvc::zk::KeyValue> values;
+    module.registration(values);
+    EXPECT_EQ(values, (std::vector<pvc::zk::KeyValue>{{"/nodes/pvchv1/ipmihostname", "bmc1"},
+                                                      {"/nodes/pvchv1/ipmiusername", "admin"},
+                                                      {"/nodes/pvchv1/ipmipassword", "x"}}));
 }
 
 TEST(FencingConfig, SampleCarriesTheKeys) {

@@ -85,6 +85,10 @@ TEST_F(FencingDaemon, CoordinatorFencesAPeerThatLostPowerAndSparesAPausedOne) {
     EXPECT_TRUE(eventually([&] { return log_of("hv1").find("Our IPMI interface is reachable") != std::string::npos; },
                            10s))
         << log_of("hv1");
+    // This node's BMC, registered by the module (the peers fence the node with it).
+    EXPECT_EQ(zk->get(path("node.ipmi.hostname", {"hv1"})).value_or(""), "127.0.0.31");
+    EXPECT_EQ(zk->get(path("node.ipmi.username", {"hv1"})).value_or(""), "admin");
+    EXPECT_EQ(zk->get(path("node.ipmi.password", {"hv1"})).value_or(""), "pass");
 
     // Paused for less than the 3 s deadline (SIGSTOP): never marked dead. Its
     // last keepalive came up to an interval before the pause, so the silence

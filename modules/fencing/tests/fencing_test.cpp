@@ -243,7 +243,7 @@ TEST_F(Fencing, DeadNodeIsFencedOnceAndItsVmsStartElsewhere) {
     session->write(path("base.config.primary_node"), "hv3");
 
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     Fencer fencer(connect(), *ipmi, locks, log, settings(1), 3);
     std::atomic<int> done{0};
     FenceOutcome outcome = FenceOutcome::stopped;
@@ -315,7 +315,7 @@ TEST_P(RecoverySpread, VmsOfTheDeadNodeAreSpreadOverTheSurvivors) {
     }
     session->write(path("node.running_domains", {"hv3"}), running);
 
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     auto r = recover_node(*session, "hv3", locks, log, 8);
     EXPECT_EQ(r.moved, 4);
     std::map<std::string, int> per_node;
@@ -343,7 +343,7 @@ TEST_F(Fencing, RecoveryCreatesAKeyTheVmLacks) {
     ASSERT_EQ(get(path("domain.last_node", {"vm-a"})), "<absent>");
     session->write(path("node.running_domains", {"hv3"}), "vm-a vm-b");
 
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     auto r = recover_node(*session, "hv3", locks, log, 16);
     EXPECT_EQ(r.moved, 1);
     EXPECT_EQ(r.stopped, 1);
@@ -364,7 +364,7 @@ TEST_F(Fencing, RecoveryWritesNothingWhenTheFenceWasNotRecorded) {
     add_vm("vm-a", "hv3");
     session->write(path("node.running_domains", {"hv3"}), "vm-a");
 
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     bool asked = false;
     auto r = recover_node(*session, "hv3", locks, log, 16, [&] {
         asked = true;
@@ -401,7 +401,7 @@ zk.stop(); zk.close()
     ASSERT_EQ(acl.status, 0) << acl.err;
 
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     FenceJob job(connect(), *ipmi, locks, log, settings(0), "hv3", std::chrono::steady_clock::now(), st.version);
     EXPECT_EQ(job.run(std::stop_token{}), FenceOutcome::fenced);  // powered off, confirmed
     EXPECT_EQ(bmc.power_commands(), (std::vector<std::string>{"set power 0", "set power 1"}));
@@ -446,7 +446,7 @@ TEST_F(Fencing, JobStoppedDuringSavingThrowsHandsTheNodeToAPeer) {
     add_vm("vm-a", "hv3");
     session->write(path("node.running_domains", {"hv3"}), "vm-a");
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
 
     auto first = std::make_unique<Fencer>(connect(), *ipmi, locks, log, settings(60), 3);
     first->start();
@@ -487,7 +487,7 @@ TEST_F(Fencing, JobStoppedAfterPowerOffPowersTheNodeOnAndHandsItBack) {
     auto version = mark_dead(*session, log, "hv3", judged);
     ASSERT_TRUE(version);
     StubbornIpmi ipmi;
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     auto s = settings(0);
     s.confirm_window = 60s;
     FenceJob job(connect(), ipmi, locks, log, s, "hv3", std::chrono::steady_clock::now(), *version);
@@ -516,7 +516,7 @@ TEST_F(Fencing, StoppedJobLeavesAStateWrittenMeanwhile) {
     ipmi.on_call = [&](std::string_view action) {
         if (action == "off") session->write(path("node.state.daemon", {"hv3"}), "stop");
     };
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     auto s = settings(0);
     s.confirm_window = 60s;
     FenceJob job(connect(), ipmi, locks, log, s, "hv3", std::chrono::steady_clock::now(), *version);
@@ -535,7 +535,7 @@ TEST_F(Fencing, NodeSilentForLessThanTheDeadlineIsNotFenced) {
     auto& bmc = add_bmc("hv2", 2);
     StateRecorder states(*session, "hv2");
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     Fencer fencer(connect(), *ipmi, locks, log, settings(0), 3);
     fencer.start();
     Ticker ticks(1000ms, [&] { fencer.on_tick(); });
@@ -567,7 +567,7 @@ TEST_F(Fencing, ANodeThatJoinsLaterIsJudgedAndTheFencersOwnNodeNever) {
     set_live("hv2", true);
     StateRecorder own(*session, "hv1");
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     auto s = settings(0);
     s.own_node = "hv1";
     Fencer fencer(connect(), *ipmi, locks, log, s, 3);
@@ -605,7 +605,7 @@ TEST_F(Fencing, FencerPausedPastTheDeadlineFencesNobody) {
     set_live("hv2", true);
     StateRecorder states(*session, "hv2");
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     Fencer fencer(connect(), *ipmi, locks, log, settings(0), 3);
     fencer.start();
     Ticker ticks(1000ms, [&] { fencer.on_tick(); });
@@ -645,7 +645,7 @@ TEST_F(Fencing, DeadNodeIsJudgedAtItsDeadlineNotAtTheNextScan) {
                                          if (v == "dead" && !dead.at) dead.at = std::chrono::steady_clock::now();
                                      });
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     auto s = settings(100);  // the job waits in its saving throws: no BMC needed
     s.interval = 2000ms;
     Fencer fencer(connect(), *ipmi, locks, log, s, 3);
@@ -686,7 +686,7 @@ TEST_F(Fencing, ZooKeeperOutageCausesNoFence) {
     set_live("hv1", true);
     set_live("hv2", true);
     auto ipmi = ipmitool();
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     Fencer fencer(connect(), *ipmi, locks, log, settings(0), 3);
     fencer.start();
     Ticker ticks(1000ms, [&] { fencer.on_tick(); });
@@ -708,7 +708,7 @@ protected:
         add_vm("vm-a", "hv3");
         session->write(path("node.running_domains", {"hv3"}), "vm-a");
         auto ipmi = ipmitool(ipmi_timeout);
-        NoRbdLockBreaker locks(log);
+        pvc::services::NoRbdLocks locks(log);
         Fencer fencer(connect(), *ipmi, locks, log, s, 3);
         std::atomic<bool> done{false};
         FenceOutcome outcome = FenceOutcome::stopped;
@@ -789,7 +789,7 @@ TEST_F(Fencing, TwoAndThreeCoordinatorsStartExactlyOneFenceJob) {
         add_node(dead, coordinators + 1);
         auto& bmc = add_bmc(dead, coordinators + 1);
         auto ipmi = ipmitool();
-        NoRbdLockBreaker locks(log);
+        pvc::services::NoRbdLocks locks(log);
         std::vector<std::unique_ptr<Fencer>> fencers;
         std::atomic<int> done{0};
         for (int i = 0; i < coordinators; ++i) {
@@ -919,7 +919,7 @@ TEST(FencingEnsemble, LeaderKilledCausesNoFence) {
     });
     StateRecorder states(*s, "hv2");
     Ipmitool ipmi({}, 1s);
-    NoRbdLockBreaker locks(log);
+    pvc::services::NoRbdLocks locks(log);
     FenceSettings fs;
     fs.interval = 1000ms;
     fs.saving_throws = 0;
@@ -1020,7 +1020,7 @@ TEST_F(Fencing, EmulatedReferenceCoordinatorAndOursNeverBothFenceANode) {
         });
         std::this_thread::sleep_for(c.ours_later);
         auto ipmi = ipmitool();
-        NoRbdLockBreaker locks(log);
+        pvc::services::NoRbdLocks locks(log);
         Fencer ours(connect(), *ipmi, locks, log, settings(0), 3);
         ours.start();
         Ticker ticks(1000ms, [&] { ours.on_tick(); });

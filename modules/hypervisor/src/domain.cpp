@@ -53,8 +53,8 @@ void Domain::ensure_console(const std::string& name) {
     console_.reset();
     console_name_ = name;
     std::filesystem::path file;
-    if (!sh_.config.console_log_directory.empty()) {
-        auto safe = console_log_file(sh_.config.console_log_directory, name);
+    if (!sh_.settings.console_log_directory.empty()) {
+        auto safe = console_log_file(sh_.settings.console_log_directory, name);
         if (!safe) {
             // Logged once per name: the VM runs, without a console log.
             log_.warn("VM {}: name '{}' cannot be used as a file name; no console log", uuid_, name);
@@ -62,7 +62,7 @@ void Domain::ensure_console(const std::string& name) {
         }
         file = *safe;
     }
-    console_ = std::make_shared<ConsoleLog>(sh_.zk, sh_.ex, strand_, sh_.inotify, uuid_, file, sh_.config.console_log_lines);
+    console_ = std::make_shared<ConsoleLog>(sh_.zk, sh_.ex, strand_, sh_.inotify, uuid_, file, sh_.settings.console_log_lines);
     console_->prepare();
 }
 
@@ -651,7 +651,7 @@ void Domain::send(const Snapshot& s, bool live_required) {
 
     bool migrated = false;
     if (s.method != "shutdown") {
-        const auto dest = destination_uri(sh_.settings, sh_.config, target);
+        const auto dest = destination_uri(sh_.settings, target);
         sh_.migrations.acquire();
         for (int attempt = 1; attempt <= 3 && !sh_.stopper.stopping(); attempt++) {
             auto dom = sh_.lv.lookup(uuid_);

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/target.hpp"
@@ -34,7 +36,7 @@ Hypervisor::Hypervisor(NodeContext& ctx, Options options)
     : ctx_(ctx), log_(ctx.logger), settings_(options.settings ? *options.settings : read_settings(ctx.config)),
       rbd_(std::move(options.rbd_locks)), procedures_(options.procedure_threads, ctx.logger),
       migrations_(settings_.max_parallel_migrations), strand_(ctx.executor.make_strand()) {
-    if (!rbd_) rbd_ = std::make_unique<RegistryRbdLocks>(ctx.services, log_);
+    if (!rbd_) rbd_ = std::make_unique<services::RbdLocksOrNone>(ctx.services, log_);
     lv_ = std::make_unique<Connection>(settings_.libvirt_uri, log_, [this](const std::string& uuid, int event, int) {
         on_libvirt_event(uuid, event);
     });
@@ -62,6 +64,11 @@ void Hypervisor::start() {
         tick_target_->log = log_;
         tick_target_->attached = true;
     }
+    selector_watch_ = ctx_.zk->watch_data(schema::path("base.config.migration_target_selector"),
+                                          [this](const std::optional<std::string>& value, const zk::Stat&) {
+                                              std::lock_guard g(selector_m_);
+                                              selector_seen_ = value.value_or("");
+                                          });
     children_watch_ = ctx_.zk->watch_children(schema::path("base.domain"), [this](const auto& children) {
         boost::asio::post(strand_, [this, children] { on_children(children); });
     });
@@ -98,6 +105,7 @@ void Hypervisor::start() {
 void Hypervisor::stop() {
     if (!started_ || stopper_.stopping()) return;
     stopper_.stop();
+    if (selector_watch_) selector_watch_->cancel();
     if (children_watch_) children_watch_->cancel();
     if (domainstate_watch_) domainstate_watch_->cancel();
     lv_->close();
@@ -397,7 +405,19 @@ bool Hypervisor::unflush(Job& job) {
 // ---- keepalive ----
 
 void Hypervisor::contribute(KeepaliveReport& report) {
+    // The primary publishes the configured migration selector: a client's
+    // change is put back at the next keepalive, as the reference does.
+    if (report.router_state == "primary") {
+        std::optional<std::string> seen;
+        {
+            std::lock_guard g(selector_m_);
+            seen = selector_seen_;
+        }
+        if (seen != settings_.migration_target_selector)
+            report.write(schema::path("base.config.migration_target_selector"), settings_.migration_target_selector);
+    }
     std::lock_guard g(figures_m_);
+    report.log_field("VMs", std::to_string(domains_count_), 10);
     // Until the first collection the keys keep what they hold.
     if (!have_figures_) return;
     auto key = [&](std::string_view k) { return schema::path(k, {shared_->me}); };
@@ -406,7 +426,38 @@ void Hypervisor::contribute(KeepaliveReport& report) {
     report.write(key("node.vcpu.allocated"), std::to_string(vcpualloc_));
     report.write(key("node.count.provisioned_domains"), std::to_string(domains_count_));
     report.write(key("node.running_domains"), running_.text());
-    report.log_field("VMs", std::to_string(domains_count_));
+}
+
+// A flush or unflush of this node in progress is completed before the node
+// lets go of anything (the reference waits without limit, as here; systemd's
+// stop timeout is the bound). The core's keepalive goes on meanwhile, so
+// nobody takes the node for dead while its VMs move. The state is read from
+// ZooKeeper each 0.5 s; a value that cannot be read ends the wait: a flush
+// cannot progress without ZooKeeper either.
+void Hypervisor::drain_before_shutdown() {
+    if (!ctx_.zk->connected()) {
+        log_.warn("ZooKeeper unavailable; not waiting for a flush of this node");
+        return;
+    }
+    const std::string key = schema::path("node.state.domain", {shared_->me});
+    std::string waited_for, last;
+    for (;;) {
+        std::optional<std::string> state;
+        try {
+            state = ctx_.zk->get(key);
+        } catch (const std::exception& e) {
+            log_.warn("Cannot read this node's domain state ({}); not waiting for a flush", e.what());
+            return;
+        }
+        last = state.value_or("<absent>");
+        if (last != "flush" && last != "unflush") break;
+        if (waited_for.empty()) {
+            waited_for = last;
+            log_.info("Waiting for the {} of this node in progress to complete before shutdown", waited_for);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    if (!waited_for.empty()) log_.ok("The {} of this node ended (domain state {}); shutting down", waited_for, last);
 }
 
 void Hypervisor::on_keepalive_tick() {

@@ -19,7 +19,7 @@ namespace pvc::hv {
 class Hypervisor {
 public:
     struct Options {
-        std::unique_ptr<RbdLocks> rbd_locks;   // default: the registry's provider, else NoRbdLocks
+        std::unique_ptr<RbdLocks> rbd_locks;   // default: services::RbdLocksOrNone
         std::optional<Settings> settings;      // default: read from ctx.config (already validated)
         unsigned procedure_threads = 16;
     };
@@ -32,7 +32,12 @@ public:
     // Orderly stop: watches cancelled, procedures end at their next wait,
     // console watchers do a final upload. Running VMs are not touched.
     void stop();
+    // The keepalive's figures, the log line's VMs, and on the primary the
+    // configured migration selector when the cluster's differs.
     void contribute(KeepaliveReport& report);
+    // At shutdown: waits for a flush or unflush of this node in progress to
+    // end (Module::drain_before_shutdown).
+    void drain_before_shutdown();
 
     // One keepalive collection, blocking. A full one asks libvirt about
     // every domain, runs the crash backstop and writes every running VM's stats
@@ -103,6 +108,12 @@ private:
     Strand strand_;   // the domain table and the flush worker bookkeeping
 
     std::shared_ptr<zk::Watch> children_watch_, domainstate_watch_;
+    // /config/migration_target_selector as its watch last delivered it: the
+    // primary's contribution compares against it instead of reading it. The
+    // watch is declared after what it touches: it ends first.
+    std::mutex selector_m_;
+    std::optional<std::string> selector_seen_;  // nullopt: not delivered yet
+    std::shared_ptr<zk::Watch> selector_watch_;
     mutable std::mutex table_m_;
     std::map<std::string, std::shared_ptr<Domain>> domains_;
     std::vector<std::string> order_;   // discovery order (unflush)

@@ -11,10 +11,10 @@ void replace_all(std::string& s, const std::string& what, const std::string& wit
 }
 }  // namespace
 
-std::string destination_uri(const Settings& settings, const Config& config, const std::string& target_node) {
+std::string destination_uri(const Settings& settings, const std::string& target_node) {
     std::string uri = settings.migration_uri;
     replace_all(uri, "{node}", target_node);
-    replace_all(uri, "{cluster_domain}", config.cluster.domain.value_or(""));
+    replace_all(uri, "{cluster_domain}", settings.cluster_domain);
     return uri;
 }
 

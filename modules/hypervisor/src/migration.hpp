@@ -14,7 +14,7 @@ namespace pvc::hv {
 
 // Destination libvirt URI from the `migration_uri` template
 // ({node}, {cluster_domain}), e.g. qemu+tcp://hv2.pvc.local/system.
-std::string destination_uri(const Settings& settings, const Config& config, const std::string& target_node);
+std::string destination_uri(const Settings& settings, const std::string& target_node);
 // Migration data URI: tcp://<host of the destination URI>.
 std::string migration_data_uri(const std::string& destination_uri);
 

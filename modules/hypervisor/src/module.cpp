@@ -10,6 +10,7 @@ public:
     void configure(const Config& config, ConfigProblems& problems) override {
         settings_ = Settings::read(config, problems);
     }
+    void flat_keys(nlohmann::json& j) const override { settings_.flat_keys(j); }
     void start(NodeContext& ctx) override {
         Hypervisor::Options options;
         options.settings = settings_;
@@ -21,6 +22,10 @@ public:
     }
     void contribute(KeepaliveReport& report) override {
         if (hv_) hv_->contribute(report);
+    }
+    // A flush or unflush of this node in progress ends before the node lets go.
+    void drain_before_shutdown() override {
+        if (hv_) hv_->drain_before_shutdown();
     }
 
 private:

@@ -17,11 +17,13 @@
 #include "inotify_hub.hpp"
 #include "libvirt.hpp"
 #include "pvc/module.hpp"
-#include "rbd_locks.hpp"
+#include "pvc/services/rbd_locks.hpp"
 #include "settings.hpp"
 #include "procedure_pool.hpp"
 
 namespace pvc::hv {
+
+using RbdLocks = services::RbdLocks;
 
 class Wakeup;
 

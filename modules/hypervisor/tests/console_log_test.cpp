@@ -36,9 +36,9 @@ TEST(ConsoleTail, NormalisesLineBreaksAndReplacesBadBytes) {
     EXPECT_EQ(tail_lines("ok\xff\n", 1), "ok\xEF\xBF\xBD\n");
 }
 TEST(Migration, UrisFromTheTemplate) {
-    Config c;
-    c.cluster.domain = "pvc.local";
-    EXPECT_EQ(destination_uri(Settings{}, c, "hv2"), "qemu+tcp://hv2.pvc.local/system");
+    Settings s;
+    s.cluster_domain = "pvc.local";
+    EXPECT_EQ(destination_uri(s, "hv2"), "qemu+tcp://hv2.pvc.local/system");
     EXPECT_EQ(migration_data_uri("qemu+tcp://hv2.pvc.local/system"), "tcp://hv2.pvc.local");
     EXPECT_EQ(migration_data_uri("qemu+tcp://root@10.99.0.2:16509/system"), "tcp://10.99.0.2");
 }

@@ -14,7 +14,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 
 #include "hypervisor.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/zk_server.hpp"
@@ -65,7 +65,13 @@ struct TestNode {
                               "\"\n      migration_uri: \"test:///nonexistent/{node}.{cluster_domain}\"\n"
                               "      max_parallel_migrations: " + std::to_string(max_parallel) + "\n";
         std::filesystem::create_directories(o.base_dir / "console");
-        return parse_config(pvc::test::node_config_yaml(o), "test.yaml", HostIdentity::from_hostname(name));
+        return parse_config(pvc::test::node_config_yaml(o), "test.yaml", host_identity(name));
+    }
+
+    // The hypervisor's console log directory (its key, read as the module does).
+    std::filesystem::path console_log_directory() const {
+        ConfigProblems ignored;
+        return Settings::read(config, ignored).console_log_directory;
     }
 
     Config config;

@@ -192,7 +192,7 @@ TEST_F(OneNode, KeepaliveFiguresUseTheIntendedAccounting) {
     EXPECT_EQ(std::count(running_list.begin(), running_list.end(), ' '), 1) << running_list;
     EXPECT_NE(running_list.find(a), std::string::npos);
     EXPECT_NE(running_list.find(b), std::string::npos);
-    EXPECT_EQ(r.log_fields["VMs"], "2");
+    EXPECT_EQ(r.log_fields["VMs"].value, "2");
     // Stats JSON for running VMs.
     auto stats = nlohmann::json::parse(get("domain.stats", a));
     EXPECT_EQ(stats["state"], "RUNNING");
@@ -211,7 +211,7 @@ TEST_F(OneNode, ConsoleLogIsUploaded) {
     auto u = uuid_n(19);
     define(u, "vm19", "hv1", "start");
     ASSERT_TRUE(eventually([&] { return running(u); }));
-    auto file = n1->config.console_log_directory / "vm19.log";
+    auto file = n1->console_log_directory() / "vm19.log";
     ASSERT_TRUE(std::filesystem::exists(file));
     EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
@@ -225,7 +225,7 @@ TEST_F(OneNode, ConsoleLogReplacedByANewFileIsStillUploaded) {
     auto u = uuid_n(922);
     define(u, "vm22", "hv1", "start");
     ASSERT_TRUE(eventually([&] { return running(u); }));
-    auto file = n1->config.console_log_directory / "vm22.log";
+    auto file = n1->console_log_directory() / "vm22.log";
     std::ofstream(file, std::ios::app) << "first boot\n";
     ASSERT_TRUE(eventually([&] { return get("domain.console.log", u) == "first boot\n"; }, 5s));
     std::filesystem::remove(file);
@@ -582,7 +582,7 @@ TEST_F(OneNode, ClientMigrateTransactionsRacingDispatchesNeverTerminateTheVm) {
 
 TEST_F(OneNode, ANameThatIsNotAFileNameRunsWithoutConsoleLog) {
     auto u = uuid_n(63);
-    const auto escape = n1->config.console_log_directory.parent_path().parent_path() / "escaped.log";
+    const auto escape = n1->console_log_directory().parent_path().parent_path() / "escaped.log";
     // The ZooKeeper name is what names the file; the libvirt name is separate.
     define(u, "../../escaped", "hv1", "start", "none", vm_xml("vm63", u));
     ASSERT_TRUE(eventually([&] { return running(u); }));
@@ -596,7 +596,7 @@ TEST_F(OneNode, ConsoleLogNeverFollowsALinkPlantedUnderTheName) {
     auto outside = dir.path() / "outside";
     std::ofstream(outside) << "precious\n";
     std::filesystem::permissions(outside, std::filesystem::perms(0644));
-    std::filesystem::create_symlink(outside, n1->config.console_log_directory / "vm64.log");
+    std::filesystem::create_symlink(outside, n1->console_log_directory() / "vm64.log");
     define(u, "vm64", "hv1", "start");
     ASSERT_TRUE(eventually([&] { return running(u); }));
     std::this_thread::sleep_for(300ms);
@@ -697,7 +697,7 @@ TEST_F(OneNode, APausedVmIsKeptAndCountedNotRestarted) {
     EXPECT_EQ(n1->hv->running(), std::vector<std::string>{u});
     KeepaliveReport r;
     n1->hv->contribute(r);
-    EXPECT_EQ(r.log_fields["VMs"], "1");
+    EXPECT_EQ(r.log_fields["VMs"].value, "1");
     std::map<std::string, std::string> w(r.writes.begin(), r.writes.end());
     EXPECT_EQ(w[schema::path("node.running_domains", {"hv1"})], u);
     // Resumed, it simply runs on.

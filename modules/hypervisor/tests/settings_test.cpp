@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "config_reader.hpp"
 #include "settings.hpp"
 
 namespace pvc::hv {
@@ -36,7 +37,7 @@ struct Read {
 
 Read read(const std::string& text) {
     Read r;
-    r.config = read_config(parse_config_tree(text, "t"), r.problems, HostIdentity::from_hostname("pvchv1"));
+    r.config = read_config(parse_config_tree(text, "t"), r.problems, host_identity("pvchv1"));
     r.settings = Settings::read(r.config, r.problems);
     return r;
 }
@@ -76,9 +77,57 @@ TEST(HypervisorSettings, ValuesNotInTheFlatDictionary) {
     EXPECT_TRUE(r.problems.empty());
     EXPECT_EQ(r.settings.libvirt_uri, "test:///default");
     EXPECT_EQ(r.settings.max_parallel_migrations, 3);
-    auto flat = r.config.flat();
+    r.settings.flat_keys(r.config.module_keys);
+    auto flat = flat_config(r.config);
     EXPECT_FALSE(flat.contains("libvirt_uri"));
     EXPECT_FALSE(flat.contains("max_parallel_migrations"));
+}
+
+// The reference's keys among the module's: the selector and the console log.
+TEST(HypervisorSettings, ReferenceKeysInTheFlatDictionary) {
+    auto r = read(sample_text());
+    ASSERT_TRUE(r.problems.empty());
+    nlohmann::json j = nlohmann::json::object();
+    r.settings.flat_keys(j);
+    EXPECT_EQ(j, nlohmann::json({{"migration_target_selector", "mem"},
+                                 {"console_log_directory", "/var/log/libvirt"},
+                                 {"console_log_lines", 1000}}));
+    EXPECT_FALSE(flat_config(r.config).contains("migration_target_selector")) << "the core reads no module key";
+}
+
+TEST(HypervisorSettings, UnknownSelectorIsAnErrorSayingWeAreStricter) {
+    std::string text = replace(sample_text(), "target_selector: mem", "target_selector: fastest");
+    auto r = read(text);
+    auto* p = find(r.problems, "pvc.system.migration.target_selector");
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->line, line_of(text, "target_selector: fastest"));
+    EXPECT_NE(p->message.find("expected one of mem, memprov, load, vcpus, vms"), std::string::npos) << p->message;
+    EXPECT_NE(p->message.find("stricter than the reference"), std::string::npos) << p->message;
+}
+
+TEST(HypervisorSettings, EveryKnownSelectorAccepted) {
+    for (const char* s : {"mem", "memprov", "load", "vcpus", "vms"}) {
+        auto r = read(replace(sample_text(), "target_selector: mem", std::string("target_selector: ") + s));
+        EXPECT_TRUE(r.problems.empty()) << s;
+        EXPECT_EQ(r.settings.migration_target_selector, s);
+    }
+}
+
+TEST(HypervisorSettings, MigrationSectionRequired) {
+    std::string text = sample_text();
+    auto at = text.find("\n    migration:");
+    ASSERT_NE(at, std::string::npos);
+    text.erase(at, text.find("target_selector: mem", at) + std::string("target_selector: mem").size() - at);
+    auto r = read(text);
+    auto* p = find(r.problems, "pvc.system.migration");
+    ASSERT_NE(p, nullptr);
+    EXPECT_NE(p->message.find("required section is missing"), std::string::npos) << p->message;
+}
+
+// migration_uri's {cluster_domain}: the network module's key, read as written.
+TEST(HypervisorSettings, ClusterDomainForTheMigrationUri) {
+    auto r = read(sample_text());
+    EXPECT_EQ(r.settings.cluster_domain, "pvc.local");
 }
 
 TEST(HypervisorSettings, RangeAndTypeProblemsWithPathAndLine) {

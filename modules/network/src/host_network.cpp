@@ -11,14 +11,14 @@ bool valid_ifname(const std::string& n) {
     return std::none_of(n.begin(), n.end(), [](char c) { return c == '/' || c == ':' || c <= ' ' || c == 0x7f; });
 }
 
-HostPlan plan_host(const Config& cfg, ConfigProblems& problems) {
+HostPlan plan_host(const Config& cfg, const Settings& net, ConfigProblems& problems) {
     HostPlan plan;
     struct Role {
         const char* name;
         const NetworkRole& r;
     };
     // Precedence order: the first role on a device names its bridge.
-    const Role roles[] = {{"cluster", cfg.cluster}, {"storage", cfg.storage}, {"upstream", cfg.upstream}};
+    const Role roles[] = {{"cluster", net.cluster}, {"storage", net.storage}, {"upstream", net.upstream}};
     for (const Role& role : roles) {
         if (!role.r.device) continue;
         const std::string& dev = *role.r.device;
@@ -43,10 +43,10 @@ HostPlan plan_host(const Config& cfg, ConfigProblems& problems) {
             it->addresses.push_back(*role.r.dev_ip);
         plan.role_bridge[role.name] = it->name;
     }
-    if (cfg.bridge_dev && !valid_ifname(*cfg.bridge_dev))
+    if (net.bridge_dev && !valid_ifname(*net.bridge_dev))
         problems.add(cfg.document.at("pvc.system.configuration.networking.bridge_device"),
-                     fmt::format("'{}' is not a network interface name", *cfg.bridge_dev));
-    plan.gateway = cfg.upstream.gateway;
+                     fmt::format("'{}' is not a network interface name", *net.bridge_dev));
+    plan.gateway = net.upstream.gateway;
 
     // The reference's sysctls, in its order; keys this kernel lacks are skipped quietly.
     for (const char* k : {"net/ipv4/ip_forward", "net/ipv6/ip_forward", "net/ipv4/conf/all/send_redirects",
@@ -58,9 +58,9 @@ HostPlan plan_host(const Config& cfg, ConfigProblems& problems) {
     auto rp = [&](const std::optional<std::string>& ifname) {
         if (ifname && valid_ifname(*ifname)) plan.sysctls.emplace_back("net/ipv4/conf/" + *ifname + "/rp_filter", "0");
     };
-    rp(cfg.cluster.device);
+    rp(net.cluster.device);
     rp(plan.role_bridge.count("cluster") ? std::optional(plan.role_bridge["cluster"]) : std::nullopt);
-    rp(cfg.upstream.device);
+    rp(net.upstream.device);
     rp(plan.role_bridge.count("upstream") ? std::optional(plan.role_bridge["upstream"]) : std::nullopt);
     return plan;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pvc/config.hpp"
+#include "settings.hpp"
 #include "pvc/log.hpp"
 
 #include "netlink.hpp"
@@ -32,9 +33,9 @@ struct HostPlan {
     std::vector<std::pair<std::string, std::string>> sysctls;  // key under /proc/sys, value
 };
 
-// The plan from the core's parsed networking keys; problems (a device name
-// that cannot be a Linux interface name) go to `problems` with their YAML path.
-HostPlan plan_host(const Config& cfg, ConfigProblems& problems);
+// The plan from the module's networking keys; problems (a device name that
+// cannot be a Linux interface name) go to `problems` with their YAML path.
+HostPlan plan_host(const Config& cfg, const Settings& net, ConfigProblems& problems);
 
 // Makes the kernel match the plan; each failure is logged and the next step
 // runs. Returns the changes made (empty on a host already configured).

@@ -46,11 +46,13 @@ NetworkModule::NetworkModule() = default;
 NetworkModule::~NetworkModule() { stop(); }
 
 void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
-    host_ = plan_host(cfg, problems);
-    cluster_device_ = cfg.cluster.device;
-    bridge_device_ = cfg.bridge_dev;
-    if (cfg.cluster.mtu) cluster_mtu_ = static_cast<unsigned>(*cfg.cluster.mtu);
-    if (cfg.bridge_mtu) bridge_mtu_ = static_cast<unsigned>(*cfg.bridge_mtu);
+    settings_ = Settings::read(cfg, problems);
+    const Settings& net = settings_;
+    host_ = plan_host(cfg, net, problems);
+    cluster_device_ = net.cluster.device;
+    bridge_device_ = net.bridge_dev;
+    if (net.cluster.mtu) cluster_mtu_ = static_cast<unsigned>(*net.cluster.mtu);
+    if (net.bridge_mtu) bridge_mtu_ = static_cast<unsigned>(*net.bridge_mtu);
     // Floating addresses: each role's floating_ip with the prefix of the
     // node's own address in the role, on the role's bridge (upstream, then
     // cluster, then storage), then the metadata address on lo.
@@ -59,7 +61,7 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
         const char* name;
         const NetworkRole& r;
     };
-    for (const Role& role : {Role{"upstream", cfg.upstream}, Role{"cluster", cfg.cluster}, Role{"storage", cfg.storage}}) {
+    for (const Role& role : {Role{"upstream", net.upstream}, Role{"cluster", net.cluster}, Role{"storage", net.storage}}) {
         if (!role.r.floating_ip || !role.r.dev_ip || !host_.role_bridge.count(role.name)) continue;
         const std::string& f = *role.r.floating_ip;
         const std::string& own = *role.r.dev_ip;
@@ -72,17 +74,22 @@ void NetworkModule::configure(const Config& cfg, ConfigProblems& problems) {
             floating_.push_back(a);
     }
     floating_.push_back({"lo", "169.254.169.254/32", TransitionPhase::E});
-    upstream_floating_ = cfg.upstream.floating_ip;
+    upstream_floating_ = net.upstream.floating_ip;
     node_ = cfg.node;
     dynamic_dir_ = cfg.dynamic_directory;
     log_dir_ = cfg.log_directory;
     coordinators_ = cfg.coordinators;
-    sriov_ = cfg.enable_networking && cfg.enable_sriov;
-    sriov_devices_ = cfg.sriov_devices;
+    sriov_ = cfg.enable_networking && net.enable_sriov;
+    sriov_devices_ = net.sriov_devices;
     if (cfg.enable_networking && cluster_mtu_ && *cluster_mtu_ < 68 + vxlan_overhead)
         problems.add(cfg.document.at("pvc.system.configuration.networking.cluster.mtu"),
                      fmt::format("{} leaves no room for VXLAN client networks (at least {})", *cluster_mtu_,
                                  68 + vxlan_overhead));
+}
+
+void NetworkModule::secrets(std::vector<std::string>& out) const {
+    for (const auto* db : {&settings_.dns_database, &settings_.metadata_database})
+        if (db->pass) out.push_back(*db->pass);
 }
 
 void NetworkModule::prepare_host(const Config& cfg, const Logger& log) {

@@ -21,6 +21,7 @@
 #include "firewall.hpp"
 #include "host_network.hpp"
 #include "netlink.hpp"
+#include "settings.hpp"
 #include "sriov.hpp"
 
 namespace pvc::network {
@@ -30,7 +31,12 @@ public:
     NetworkModule();
     ~NetworkModule() override;
     std::string_view name() const override { return "network"; }
+    // Reads and validates the module's keys (Settings); the rest of the
+    // module runs with what it read.
     void configure(const Config& cfg, ConfigProblems& problems) override;
+    void flat_keys(nlohmann::json& j) const override { settings_.flat_keys(j); }
+    // The coordinators' database passwords.
+    void secrets(std::vector<std::string>& out) const override;
     void prepare_host(const Config& cfg, const Logger& log) override;
     void start(NodeContext& ctx) override;
     void stop() override;
@@ -113,6 +119,7 @@ private:
     template <class Fn>
     void on_worker(std::string what, Fn fn);
 
+    Settings settings_;
     HostPlan host_;
     std::optional<std::string> cluster_device_, bridge_device_;
     std::optional<unsigned> cluster_mtu_, bridge_mtu_;

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "pvc/config.hpp"
 #include "pvc/zk.hpp"
+#include "settings.hpp"
 
 namespace pvc::network {
 

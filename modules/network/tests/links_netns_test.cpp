@@ -21,7 +21,7 @@
 #include "host_network.hpp"
 #include "netns.hpp"
 #include "network_config.hpp"
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/log.hpp"
 
 using namespace pvc::network;
@@ -62,7 +62,11 @@ protected:
         return false;
     }
     pvc::Config config(const NetworkConfigOptions& o, const std::string& host = "hv3") {
-        return pvc::parse_config(network_config_yaml(o), "test", pvc::HostIdentity::from_hostname(host));
+        return pvc::parse_config(network_config_yaml(o), "test", pvc::host_identity(host));
+    }
+    // The plan from the module's keys, as its configure makes it.
+    static HostPlan plan_of(const pvc::Config& c, pvc::ConfigProblems& problems) {
+        return plan_host(c, pvc::network::Settings::read(c, problems), problems);
     }
     pvc::Logger log_;
     std::unique_ptr<Netns> ns_;
@@ -81,7 +85,7 @@ LinkPlan managed_plan(uint32_t vni, unsigned mtu) {
 
 TEST_F(LinksInNetns, HostBridgeAddressesRouteAndSysctlsThenNothingOnASecondRun) {
     pvc::ConfigProblems problems;
-    HostPlan plan = plan_host(config({}), problems);
+    HostPlan plan = plan_of(config({}), problems);
     ASSERT_TRUE(problems.empty());
     // The sample's layout: every role on one device → one bridge.
     ASSERT_EQ(plan.bridges.size(), 1u);
@@ -117,7 +121,7 @@ TEST_F(LinksInNetns, RolesAreGroupedByDeviceAndTheRouteUsesTheUpstreamBridge) {
     NetworkConfigOptions o;
     o.upstream_device = "eth1";  // storage stays with cluster on eth0
     pvc::ConfigProblems problems;
-    HostPlan plan = plan_host(config(o), problems);
+    HostPlan plan = plan_of(config(o), problems);
     ASSERT_EQ(plan.bridges.size(), 2u);
     EXPECT_EQ(plan.role_bridge.at("storage"), "brcluster");
     EXPECT_EQ(plan.role_bridge.at("upstream"), "brupstream");
@@ -131,7 +135,7 @@ TEST_F(LinksInNetns, RolesAreGroupedByDeviceAndTheRouteUsesTheUpstreamBridge) {
 
 TEST_F(LinksInNetns, AnExistingDefaultRouteViaAnotherGatewayIsLeftAlone) {
     pvc::ConfigProblems problems;
-    HostPlan plan = plan_host(config({}), problems);
+    HostPlan plan = plan_of(config({}), problems);
     apply_host(*nl_, plan, log_);
     ns_->must_exec({"ip", "route", "replace", "default", "via", "10.231.2.77", "dev", "brcluster"});
     apply_host(*nl_, plan, log_);
@@ -144,7 +148,7 @@ TEST_F(LinksInNetns, BadDeviceNameIsAConfigProblemWithItsPath) {
     NetworkConfigOptions o;
     o.storage_device = "a/very/long/device/name";
     pvc::ConfigProblems problems;
-    plan_host(config(o), problems);
+    plan_of(config(o), problems);
     ASSERT_EQ(problems.size(), 1u);
     EXPECT_EQ(problems.list()[0].path, "pvc.system.configuration.networking.storage.device");
     EXPECT_GT(problems.list()[0].line, 0);

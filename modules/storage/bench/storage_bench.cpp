@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "pvc/cluster.hpp"
+#include "config_reader.hpp"
 #include "pvc/config.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/test/ceph_cluster.hpp"
@@ -87,9 +88,12 @@ int main() {
     cfg.node = node;
     cfg.daemon_mode = "hypervisor";  // no systemctl for ceph-mon@/ceph-mgr@; primary comes from routerstate
     cfg.enable_storage = true;
-    cfg.ceph_config_file = ceph.conf().string();
-    cfg.ceph_admin_keyring = ceph.keyring().string();
-    cfg.storage.dev_ip = "127.0.0.1/8";
+    // The module's keys, as it reads them from the document.
+    cfg.document = pvc::parse_config_tree("pvc:\n  system:\n    configuration:\n      storage:\n"
+                                          "        ceph_config_file: " + ceph.conf().string() + "\n"
+                                          "        ceph_admin_keyring: " + ceph.keyring().string() + "\n"
+                                          "      networking:\n        storage:\n          address: 127.0.0.1/8\n",
+                                          "bench");
     pvc::Executor ex(4);
     auto guard = boost::asio::make_work_guard(ex.io());
     std::thread io([&] { ex.run_io(); });

@@ -1,27 +1,52 @@
 #include "storage.hpp"
 
+#include "pvc/address.hpp"
 #include "pvc/command.hpp"
 #include "pvc/schema.hpp"
 
 namespace pvc::storage {
 
+namespace {
+
+// This node's address on the storage network, as the network module derives
+// it (pvc/address.hpp: by-id or addr/prefix in pvc.cluster.networks.storage.network);
+// without a usable network (a storage-only node), the address part of an
+// addr/prefix as written. The network module validates these keys: nothing
+// is reported here.
+std::string own_storage_address(const Config& config) {
+    const ConfigNode& doc = config.document;
+    const std::string& written = doc.at("pvc.system.configuration.networking.storage.address").scalar();
+    const std::string& network_text = doc.at("pvc.cluster.networks.storage.network").scalar();
+    std::string why;
+    std::optional<std::string> address;
+    if (auto network = address::parse_network(network_text, why))
+        address = address::node_address(*network, written, config.host.node_id, config.host.hostname, why);
+    if (!address && written.find('/') != std::string::npos && written.find('/') > 0) address = written;
+    return address ? address->substr(0, address->find('/')) : std::string();
+}
+
+}  // namespace
+
 void StorageModule::configure(const Config& config, ConfigProblems& problems) {
     settings_.node = config.node;
     settings_.coordinator = config.daemon_mode == "coordinator";
-    // The core requires both with enable_storage and reports their absence.
-    settings_.client.config_file = config.ceph_config_file.value_or("");
-    settings_.client.keyring = config.ceph_admin_keyring.value_or("");
-    if (config.storage.dev_ip) settings_.own_address = config.storage.dev_ip->substr(0, config.storage.dev_ip->find('/'));
-    // The core derives storage_dev_ip only with networking enabled; a
-    // storage-only node still names its address (addr/prefix) there.
-    if (settings_.own_address.empty()) {
-        ConfigNode written = config.document.at("pvc.system.configuration.networking.storage.address");
-        const std::string& text = written.scalar();
-        if (auto slash = text.find('/'); slash != std::string::npos && slash > 0) settings_.own_address = text.substr(0, slash);
-    }
+    settings_.own_address = own_storage_address(config);
 
-    ConfigNode storage = config.document.at("pvc.system.configuration.storage");
-    if (!storage.has_value() || !storage.is_map()) return;
+    // pvc.system.configuration.storage: required with enable_storage (this
+    // module is loaded only then); pvc.system.configuration is the core's.
+    constexpr const char* because = " (required when pvc.functions.enable_storage is true)";
+    ConfigNode configuration = config.document.at("pvc.system.configuration");
+    if (!configuration.is_map() && !configuration.is_null()) return;
+    ConfigNode storage = configuration.child("storage", problems);
+    if (!storage.section(problems, because)) return;
+    if (auto v = storage.child("ceph_config_file", problems).required_string(problems, because)) {
+        settings_.client.config_file = *v;
+        ceph_config_file_ = *v;
+    }
+    if (auto v = storage.child("ceph_admin_keyring", problems).required_string(problems, because)) {
+        settings_.client.keyring = *v;
+        ceph_admin_keyring_ = *v;
+    }
     int timeout = 3;
     storage.child("ceph_timeout", problems).read(problems, timeout, 1, 60);
     settings_.client.op_timeout = std::chrono::seconds(timeout);
@@ -95,8 +120,15 @@ void StorageModule::stop() {
 }
 
 void StorageModule::contribute(KeepaliveReport& report) {
-    // The count of this node's OSDs comes from the mirrors (ZooKeeper), never from Ceph.
-    report.log_field("OSDs", std::to_string(objects_ ? objects_->own_osds() : 0));
+    // The count of this node's OSDs comes from the mirrors (ZooKeeper), never
+    // from Ceph. After the hypervisor's VMs on the line, as the reference's.
+    report.log_field("OSDs", std::to_string(objects_ ? objects_->own_osds() : 0), 20);
+}
+
+void StorageModule::flat_keys(nlohmann::json& j) const {
+    auto or_null = [](const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    j["ceph_config_file"] = or_null(ceph_config_file_);
+    j["ceph_admin_keyring"] = or_null(ceph_admin_keyring_);
 }
 
 }  // namespace pvc::storage

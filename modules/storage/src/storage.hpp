@@ -3,9 +3,10 @@
 // the RBD lock service, the RBD volume removal service (for the
 // API module), ceph-mon@/ceph-mgr@ on coordinators.
 //
-// Its own configuration keys (besides the core's ceph_config_file,
-// ceph_admin_keyring and the storage network's address), under
-// pvc.system.configuration.storage:
+// Its own configuration keys, under pvc.system.configuration.storage (it
+// also reads the storage network's address, the network module's keys):
+//   ceph_config_file, ceph_admin_keyring   the Ceph client's files (required;
+//                               the flat dictionary of legacy plugins has them)
 //   ceph_timeout: 3             seconds, every Ceph call (1..60)
 //   start_ceph_daemons: true    coordinators run `systemctl start ceph-mon@<node>`
 //                               and `ceph-mgr@<node>` at start (false in labs)
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ceph_call.hpp"
@@ -37,6 +39,7 @@ class StorageModule final : public Module {
 public:
     std::string_view name() const override { return "storage"; }
     void configure(const Config& config, ConfigProblems& problems) override;
+    void flat_keys(nlohmann::json& j) const override;
     void start(NodeContext& ctx) override;
     void stop() override;
     void contribute(KeepaliveReport& report) override;
@@ -50,6 +53,7 @@ private:
     void on_tick();
 
     StorageSettings settings_;
+    std::optional<std::string> ceph_config_file_, ceph_admin_keyring_;  // as written
     Logger log_;
     std::shared_ptr<CephCalls> calls_;
     std::unique_ptr<CephObjects> objects_;

@@ -30,7 +30,6 @@ Daemon::~Daemon() {
     }
     ka_cv_.notify_all();
     if (keepalive_thread_.joinable()) keepalive_thread_.join();
-    if (ipmi_thread_.joinable()) ipmi_thread_.join();
 }
 
 std::string Daemon::node_path(const char* key) const { return schema::path(key, {cfg_.host.hostname}); }

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "pvc/config.hpp"
+#include "config_reader.hpp"
 #include "pvc/log.hpp"
 #include "pvc/module.hpp"
 #include "pvc/zk.hpp"
@@ -24,6 +24,7 @@ namespace pvc {
 
 class ModuleHost;
 class HealthHost;
+struct HostFigures;
 
 // Exit statuses of run().
 inline constexpr int exit_ok = 0;
@@ -57,13 +58,11 @@ private:
     };
     NodeGuard acquire_node_guard();
     void retake_node_guard();
-    void wait_for_flush_at_shutdown();
     bool holds_node_guard() {
         std::lock_guard g(guard_m_);
         return node_guard_ && node_guard_->held();
     }
     void claim_primary();
-    void check_own_ipmi();
     void watch_cluster();
     void on_primary_node(const std::optional<std::string>& value, const zk::Stat& stat);
     void on_router_state(const std::string& state);
@@ -85,7 +84,24 @@ private:
     }
     std::string cached_router_state() const;
     void keepalive_loop();
+    // One keepalive: the state, the figures and the modules' parts in one
+    // transaction, then the health pass and the log lines.
     void keepalive_tick(bool final_tick);
+    // What the tick reads of the cached cluster state.
+    struct TickState {
+        std::string router, daemon, primary;
+        bool schema_ok = true, maintenance = false;
+    };
+    TickState tick_state();
+    // The primary's key repair in `tx` (keepalive thread).
+    void primary_duties(const TickState& st, zk::Transaction& tx);
+    // Every module's contribution (writes, log fields, health items) to `report`.
+    void collect_contributions(KeepaliveReport& report);
+    // Commits the tick's transaction; recreates missing keys. OK or not.
+    bool commit_keepalive(zk::Transaction& tx);
+    // The keepalive log lines of one tick.
+    void log_keepalive(const TickState& st, const std::string& started, std::chrono::steady_clock::time_point t0,
+                       const KeepaliveReport& report, const HostFigures& host);
     void shutdown();
     bool successor_may_exist();
     // Keepalive ticks in a row that saw /config/primary_node = none while primary (keepalive thread only).
@@ -121,8 +137,6 @@ private:
     bool schema_ok_ = true;
 
     std::thread keepalive_thread_;
-    // The start-up IPMI self-check (ipmitool, ≤ 2 s): joined before the log closes at shutdown.
-    std::thread ipmi_thread_;
     std::mutex ka_m_;
     std::condition_variable ka_cv_;
     bool ka_stop_ = false;
@@ -135,13 +149,6 @@ private:
     std::thread shutdown_thread_;
     std::atomic<int> exit_status_{exit_ok};  // also set by the node lock's re-take (a pool thread)
     bool ready_notified_ = false;
-
-    // The cluster's migration_target_selector as a watch last delivered it:
-    // the primary's tick compares against it instead of reading it every
-    // tick. Declared last: the watch ends before anything it touches.
-    std::mutex selector_m_;
-    std::optional<std::string> selector_seen_;  // nullopt: not delivered yet
-    std::shared_ptr<zk::Watch> selector_watch_;
 };
 
 }  // namespace pvc

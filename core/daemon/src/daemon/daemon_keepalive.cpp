@@ -4,6 +4,7 @@
 // the health plugins and the keepalive log lines.
 #include "daemon/daemon.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 
@@ -57,77 +58,29 @@ void Daemon::keepalive_loop() {
     }
 }
 
-void Daemon::keepalive_tick(bool final_tick) {
-    std::lock_guard tick_guard(tick_m_);
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::string started = tick_timestamp();
-    std::string router, dstate, primary;
-    bool schema_ok, maintenance;
-    {
-        std::lock_guard g(state_m_);
-        router = router_state_;
-        dstate = daemon_state_;
-        primary = primary_node_;
-        schema_ok = schema_ok_;
-        maintenance = maintenance_;
-    }
-    if (!schema_ok) {
-        // Keep proving liveness, refuse to act (core/README.md, "Failure
-        // model"): a silent keepalive while our daemonstate stays `run` would
-        // get this node fenced. Only the timestamp is written (a key every
-        // schema version has); no figures, no primary duties, no module or
-        // health hooks, no keepalive_tick event (so no fencing scan either).
-        zk::Transaction tx(*zk_);
-        tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
-        zk::Status st = zk_->commit(tx);
-        if (st != zk::Status::ok) log_.error("Failed to set keepalive timestamp: {}", zk::to_string(st));
+Daemon::TickState Daemon::tick_state() {
+    std::lock_guard g(state_m_);
+    return {router_state_, daemon_state_, primary_node_, schema_ok_, maintenance_};
+}
+
+// Primary key repair, stricter than the reference: another name is a
+// hand-over in progress (we relinquish), and during our own shutdown `none`
+// asks the others to contend — rewriting our name there undid every
+// hand-over. Only a `none` that no contender has replaced for two ticks is
+// repaired (a lone coordinator keeps its role, as in the reference).
+void Daemon::primary_duties(const TickState& st, zk::Transaction& tx) {
+    if (st.router != "primary") {
+        primary_unclaimed_ticks_ = 0;
         return;
     }
-    const std::string& me = cfg_.host.hostname;
-    zk::Transaction tx(*zk_);
-
-    // Primary publications and primary key repair (the primary's part of a tick).
-    if (router == "primary") {
-        if (cfg_.enable_hypervisor) {
-            const std::string key = schema::path("base.config.migration_target_selector");
-            if (!selector_watch_) {
-                selector_watch_ = zk_->watch_data(key, [this](const std::optional<std::string>& value, const zk::Stat&) {
-                    std::lock_guard g(selector_m_);
-                    selector_seen_ = value.value_or("");
-                });
-            }
-            std::optional<std::string> seen;
-            {
-                std::lock_guard g(selector_m_);
-                seen = selector_seen_;
-            }
-            // Until the watch has delivered, read it as before.
-            if (!seen) seen = zk_->get(key).value_or("");
-            if (*seen != cfg_.migration_target_selector) tx.set(key, cfg_.migration_target_selector);
-        }
-        // Primary key repair, stricter than the reference (which rewrote the
-        // key with its own name whatever it held): another name is a hand-over
-        // in progress (we relinquish), and during our own shutdown `none` asks the others
-        // to contend — rewriting our name there undid every hand-over. Only a
-        // `none` that no contender has replaced for two ticks is repaired (a
-        // lone coordinator keeps its role, as in the reference).
-        if (primary == "none" && dstate != "shutdown") {
-            if (++primary_unclaimed_ticks_ >= 2) tx.set(schema::path("base.config.primary_node"), me);
-        } else {
-            primary_unclaimed_ticks_ = 0;
-        }
+    if (st.primary == "none" && st.daemon != "shutdown") {
+        if (++primary_unclaimed_ticks_ >= 2) tx.set(schema::path("base.config.primary_node"), cfg_.host.hostname);
     } else {
         primary_unclaimed_ticks_ = 0;
     }
-    // Daemon state: init/dead/fenced become run.
-    bool became_run = false;
-    if (!final_tick && dstate != "run" && dstate != "shutdown") {
-        tx.set(node_path("node.state.daemon"), "run");
-        became_run = true;
-    }
+}
 
-    KeepaliveReport report;
-    report.router_state = router;
+void Daemon::collect_contributions(KeepaliveReport& report) {
     // Each module's health items, by module (a module whose contribute()
     // threw keeps its previous ones): the health host publishes changes.
     std::map<std::string, std::vector<KeepaliveReport::HealthItem>> module_health;
@@ -143,14 +96,9 @@ void Daemon::keepalive_tick(bool final_tick) {
         report.health.resize(first);
     }
     health_->set_module_health(std::move(module_health));
-    auto host = read_host_figures().value_or(HostFigures{});
-    tx.set(node_path("node.memory.total"), std::to_string(host.memtotal_mib));
-    tx.set(node_path("node.memory.used"), std::to_string(host.memused_mib));
-    tx.set(node_path("node.memory.free"), std::to_string(host.memfree_mib));
-    tx.set(node_path("node.cpu.load"), zk::py_float(host.cpuload));
-    for (auto& [path, value] : report.writes) tx.set(path, value);
-    tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
+}
 
+bool Daemon::commit_keepalive(zk::Transaction& tx) {
     zk::Status st = zk::Status::other;
     try {
         st = zk_->commit(tx);
@@ -164,9 +112,85 @@ void Daemon::keepalive_tick(bool final_tick) {
         log_.warn("Keepalive keys were missing; rewriting them with create-or-set");
         st = zk_->write(kvs) ? zk::Status::ok : zk::Status::other;
     }
-    if (st != zk::Status::ok) {
-        log_.error("Failed to set keepalive data: {}", zk::to_string(st));
-    } else if (became_run) {
+    if (st != zk::Status::ok) log_.error("Failed to set keepalive data: {}", zk::to_string(st));
+    return st == zk::Status::ok;
+}
+
+void Daemon::log_keepalive(const TickState& st, const std::string& started, std::chrono::steady_clock::time_point t0,
+                           const KeepaliveReport& report, const HostFigures& host) {
+    // The tick's lines as one batch: the ring is written here, on this
+    // thread, once they are in (no wake-up of the log writer per tick).
+    struct Batch {
+        const std::shared_ptr<LogSink>& sink;
+        explicit Batch(const std::shared_ptr<LogSink>& s) : sink(s) { hold_zookeeper_log(sink); }
+        ~Batch() { release_zookeeper_log(sink); }
+    } batch(sink_);
+    if (!cfg_.log_keepalives) return;
+    const std::string& me = cfg_.host.hostname;
+    const std::string& router = st.router;
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const char* rcol = router == "primary" ? ansi::green : router == "secondary" ? ansi::blue : ansi::cyan;
+    if (cfg_.log_colours)
+        log_.tick("{}{} keepalive @ {}{} [{}{}{}{}] in {:.2f} seconds", ansi::purple, me, started, ansi::end,
+                  ansi::bold, rcol, router, ansi::end, secs);
+    else
+        log_.tick("{} keepalive @ {} [{}] in {:.2f} seconds", me, started, router, secs);
+    if (!cfg_.log_keepalive_cluster_details) return;
+    auto h = health_->health();
+    std::string health = h ? std::to_string(*h) + "%" : "N/A";
+    if (cfg_.log_colours) {
+        const char* hcol = !h ? ansi::blue : *h > 90 ? ansi::green : *h > 50 ? ansi::yellow : ansi::red;
+        health = std::string(hcol) + health + ansi::end;
+    }
+    // The loaded modules' fields (VMs, OSDs...), in their positions.
+    std::vector<std::pair<int, std::string>> fields;
+    for (const auto& [label, f] : report.log_fields) fields.emplace_back(f.position, fmt::format("  {}: {}", label, f.value));
+    std::stable_sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string text;
+    for (const auto& f : fields) text += f.second;
+    log_.tick("  Maintenance: {}  Health: {}{}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
+              st.maintenance ? "True" : "False", health, text, zk::py_float(host.cpuload), host.memused_mib,
+              host.memfree_mib);
+}
+
+void Daemon::keepalive_tick(bool final_tick) {
+    std::lock_guard tick_guard(tick_m_);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string started = tick_timestamp();
+    const TickState st = tick_state();
+    if (!st.schema_ok) {
+        // Keep proving liveness, refuse to act (core/README.md, "Failure
+        // model"): a silent keepalive while our daemonstate stays `run` would
+        // get this node fenced. Only the timestamp is written (a key every
+        // schema version has); no figures, no primary duties, no module or
+        // health hooks, no keepalive_tick event (so no fencing scan either).
+        zk::Transaction tx(*zk_);
+        tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
+        zk::Status status = zk_->commit(tx);
+        if (status != zk::Status::ok) log_.error("Failed to set keepalive timestamp: {}", zk::to_string(status));
+        return;
+    }
+    zk::Transaction tx(*zk_);
+    primary_duties(st, tx);
+    // Daemon state: init/dead/fenced become run.
+    bool became_run = false;
+    if (!final_tick && st.daemon != "run" && st.daemon != "shutdown") {
+        tx.set(node_path("node.state.daemon"), "run");
+        became_run = true;
+    }
+
+    KeepaliveReport report;
+    report.router_state = st.router;
+    collect_contributions(report);
+    auto host = read_host_figures().value_or(HostFigures{});
+    tx.set(node_path("node.memory.total"), std::to_string(host.memtotal_mib));
+    tx.set(node_path("node.memory.used"), std::to_string(host.memused_mib));
+    tx.set(node_path("node.memory.free"), std::to_string(host.memfree_mib));
+    tx.set(node_path("node.cpu.load"), zk::py_float(host.cpuload));
+    for (auto& [path, value] : report.writes) tx.set(path, value);
+    tx.set(node_path("node.keepalive"), std::to_string(unix_now()));
+
+    if (commit_keepalive(tx) && became_run) {
         {
             std::lock_guard g(state_m_);
             daemon_state_ = "run";
@@ -178,42 +202,8 @@ void Daemon::keepalive_tick(bool final_tick) {
             notify("READY=1");
         }
     }
-    if (!final_tick) health_->on_keepalive(router);
-
-    {
-        // The tick's lines as one batch: the ring is written here, on this
-        // thread, once they are in (no wake-up of the log writer per tick).
-        struct Batch {
-            const std::shared_ptr<LogSink>& sink;
-            explicit Batch(const std::shared_ptr<LogSink>& s) : sink(s) { hold_zookeeper_log(sink); }
-            ~Batch() { release_zookeeper_log(sink); }
-        } batch(sink_);
-        if (cfg_.log_keepalives) {
-            double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            const char* rcol = router == "primary" ? ansi::green : router == "secondary" ? ansi::blue : ansi::cyan;
-            if (cfg_.log_colours)
-                log_.tick("{}{} keepalive @ {}{} [{}{}{}{}] in {:.2f} seconds", ansi::purple, me, started, ansi::end,
-                          ansi::bold, rcol, router, ansi::end, secs);
-            else
-                log_.tick("{} keepalive @ {} [{}] in {:.2f} seconds", me, started, router, secs);
-            if (cfg_.log_keepalive_cluster_details) {
-                auto h = health_->health();
-                std::string health = h ? std::to_string(*h) + "%" : "N/A";
-                if (cfg_.log_colours) {
-                    const char* hcol = !h ? ansi::blue : *h > 90 ? ansi::green : *h > 50 ? ansi::yellow : ansi::red;
-                    health = std::string(hcol) + health + ansi::end;
-                }
-                std::string fields;
-                for (const auto& f : keepalive_log_fields) {
-                    auto it = report.log_fields.find(f.label);
-                    fields += fmt::format("  {}: {}", f.label, it == report.log_fields.end() ? f.unset : it->second);
-                }
-                log_.tick("  Maintenance: {}  Health: {}{}  Load: {}  Memory [MiB]: Used: {}  Free: {}",
-                          maintenance ? "True" : "False", health, fields, zk::py_float(host.cpuload), host.memused_mib,
-                          host.memfree_mib);
-            }
-        }
-    }
+    if (!final_tick) health_->on_keepalive(st.router);
+    log_keepalive(st, started, t0, report, host);
     events_.keepalive_tick.emit();
 }
 

@@ -65,40 +65,6 @@ bool Daemon::successor_may_exist() {
     }
 }
 
-// Shutdown, first step: a flush or unflush of this node in progress is completed before
-// the node lets go of anything (the reference waits without limit, as here;
-// systemd's stop timeout is the bound). The keepalive goes on meanwhile, so
-// nobody takes the node for dead while its VMs move. The job is the
-// hypervisor module's; its value is read from ZooKeeper each 0.5 s. A value
-// that cannot be read ends the wait: a flush cannot progress without
-// ZooKeeper either.
-void Daemon::wait_for_flush_at_shutdown() {
-    if (!cfg_.enable_hypervisor) return;
-    if (!zk_->connected()) {
-        log_.warn("ZooKeeper unavailable; not waiting for a flush of this node");
-        return;
-    }
-    std::string waited_for, last;
-    for (;;) {
-        std::optional<std::string> state;
-        try {
-            state = zk_->get(node_path("node.state.domain"));
-        } catch (const std::exception& e) {
-            log_.warn("Cannot read this node's domain state ({}); not waiting for a flush", e.what());
-            return;
-        }
-        last = state.value_or("<absent>");
-        if (last != "flush" && last != "unflush") break;
-        if (waited_for.empty()) {
-            waited_for = last;
-            log_.info("Waiting for the {} of this node in progress to complete before shutdown", waited_for);
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    }
-    if (!waited_for.empty())
-        log_.ok("The {} of this node ended (domain state {}); shutting down", waited_for, last);
-}
-
 void Daemon::shutdown() {
     log_.system("Terminating pvcnoded and cleaning up");
     notify("STOPPING=1");
@@ -127,16 +93,18 @@ void Daemon::shutdown() {
         daemon_state_ = "shutdown";
     }
     events_.daemon_state.emit("shutdown");
-    // The wait for a flush is bounded by ZooKeeper too: it runs beside this
-    // thread, which closes the session if ZooKeeper goes meanwhile (its
-    // reads then end at once).
-    if (!zk_gone()) {
+    // Work of a module that must end before the node lets go of anything
+    // (the hypervisor's flush or unflush of this node); the keepalive goes on.
+    // Bounded by ZooKeeper too: the drain runs beside this thread, which
+    // closes the session if ZooKeeper goes meanwhile (the module's waits on
+    // it then end at once).
+    if (modules_ && !zk_gone()) {
         std::atomic<bool> drained{false};
         std::thread drain([&] {
             try {
-                wait_for_flush_at_shutdown();
+                modules_->drain_all();
             } catch (const std::exception& e) {
-                log_.error("Waiting for a flush at shutdown failed: {}", e.what());
+                log_.error("Draining the modules at shutdown failed: {}", e.what());
             }
             drained = true;
         });
@@ -207,7 +175,6 @@ void Daemon::shutdown() {
         log_.warn("Node stopped; daemon state stop not written (ZooKeeper unavailable)");
     }
     watches_.clear();
-    if (ipmi_thread_.joinable()) ipmi_thread_.join();  // ≤ 2 s: ipmitool's own deadline
     shutdown_log_sink(sink_);  // at once when the session is not connected
     {
         std::lock_guard g(guard_m_);

@@ -9,15 +9,14 @@
 #include <map>
 
 #include <boost/asio/post.hpp>
-#include <boost/process.hpp>
 #include <fmt/chrono.h>
 
 #include "daemon/module_host.hpp"
 #include "daemon/node_guard.hpp"
 #include "health/health_host.hpp"
 #include "pvc/cluster.hpp"
-#include "pvc/strings.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 
 namespace pvc {
 
@@ -40,7 +39,6 @@ void Daemon::banner() {
     log_.info("    FQDN: {}", h.fqdn);
     log_.info("    Host: {}", h.hostname);
     log_.info("    ID: {}", h.node_id);
-    log_.info("    IPMI hostname: {}", cfg_.ipmi_hostname);
     if (h.static_data.size() == 4) {
         log_.info("    Machine details:");
         log_.info("      CPUs: {}", h.static_data[0]);
@@ -191,9 +189,6 @@ void Daemon::register_node() {
             {node_path("node.data.latest_schema"), version},
             {node_path("node.data.static"), staticdata},
             {node_path("node.data.pvc_version"), cfg_.pvcnoded_version},
-            {node_path("node.ipmi.hostname"), cfg_.ipmi_hostname},
-            {node_path("node.ipmi.username"), cfg_.ipmi_username},
-            {node_path("node.ipmi.password"), cfg_.ipmi_password},
             {node_path("node.state.daemon"), "init"},
             {node_path("node.state.router"), router},
         };
@@ -226,9 +221,6 @@ void Daemon::register_node() {
         {node_path("node.state.router"), router},
         {node_path("node.data.static"), staticdata},
         {node_path("node.data.pvc_version"), cfg_.pvcnoded_version},
-        {node_path("node.ipmi.hostname"), cfg_.ipmi_hostname},
-        {node_path("node.ipmi.username"), cfg_.ipmi_username},
-        {node_path("node.ipmi.password"), cfg_.ipmi_password},
         {node_path("node.data.active_schema"), version},
         {node_path("node.data.latest_schema"), version},
     });
@@ -245,39 +237,6 @@ void Daemon::claim_primary() {
     }
     log_.info("No primary node found; setting us as primary");
     zk_->write(schema::path("base.config.primary_node"), cfg_.host.hostname);
-}
-
-void Daemon::check_own_ipmi() {
-    if (cfg_.ipmi_hostname.empty()) return;
-    // Off the start-up path: only a warning can come of it. Its own thread,
-    // joined at shutdown before the log closes (a pool task could still be
-    // waiting on ipmitool when the process exits and log into a closed sink).
-    ipmi_thread_ = std::thread([this] {
-        namespace bp = boost::process;
-        try {
-            bp::ipstream out;
-            // The password goes through the environment (-E), never argv, which
-            // every user can read; the extra arguments are those fencers use.
-            std::vector<std::string> args{"-I", "lanplus"};
-            args.insert(args.end(), cfg_.ipmitool_args.begin(), cfg_.ipmitool_args.end());
-            args.insert(args.end(), {"-H", cfg_.ipmi_hostname, "-U", cfg_.ipmi_username, "-E", "chassis", "power",
-                                     "status"});
-            bp::child c(bp::search_path("ipmitool"), bp::args(args), bp::env["IPMI_PASSWORD"] = cfg_.ipmi_password,
-                        bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
-            bool done = c.wait_for(std::chrono::seconds(2));
-            if (!done) c.terminate();
-            std::string line, all;
-            while (done && std::getline(out, line)) all += line;
-            while (!all.empty() && isspace(static_cast<unsigned char>(all.back()))) all.pop_back();
-            if (done && c.exit_code() == 0 && all == "Chassis Power is on")
-                log_.ok("Our IPMI interface is reachable; fencing of this node is possible");
-            else
-                log_.warn("Our IPMI interface {} is not reachable; fencing of this node will fail until corrected",
-                          cfg_.ipmi_hostname);
-        } catch (const std::exception& e) {
-            log_.warn("Cannot check our IPMI interface ({}); fencing of this node will likely fail", e.what());
-        }
-    });
 }
 
 void Daemon::watch_cluster() {
@@ -327,6 +286,7 @@ void Daemon::start() {
     }
     ConfigProblems problems;
     cfg_.module_keys = modules_->configure_all(cfg_, problems);
+    for (auto& secret : modules_->secrets()) add_log_secret(sink_, std::move(secret));
     if (!problems.empty()) {
         for (const auto& p : problems.sorted()) log_.error("{}", p.to_string("configuration"));
         throw Startup(fmt::format("invalid configuration ({} module problem{})", problems.size(),
@@ -346,7 +306,6 @@ void Daemon::start() {
     }
     events_.daemon_state.emit("init");
     claim_primary();
-    check_own_ipmi();
     watch_cluster();
     modules_->start_all(cfg_, sink_, zk_, executor_, events_, services_);
     health_ = std::make_unique<HealthHost>(cfg_, log_, zk_, executor_);

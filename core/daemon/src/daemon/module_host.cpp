@@ -163,6 +163,31 @@ nlohmann::json ModuleHost::configure_all(const Config& cfg, ConfigProblems& prob
     return keys;
 }
 
+std::vector<std::string> ModuleHost::secrets() const {
+    std::vector<std::string> out;
+    for (const auto& l : loaded_) {
+        try {
+            l.module->secrets(out);
+        } catch (const std::exception& e) {
+            log_.error("Module {} failed to name its secrets: {}", l.module->name(), e.what());
+        }
+    }
+    return out;
+}
+
+void ModuleHost::drain_all() {
+    for (auto& l : loaded_) {
+        if (!l.started) continue;
+        try {
+            l.module->drain_before_shutdown();
+        } catch (const std::exception& e) {
+            log_.error("Module {} failed to drain before shutdown: {}", l.module->name(), e.what());
+        } catch (...) {
+            log_.error("Module {} failed to drain before shutdown: unknown exception", l.module->name());
+        }
+    }
+}
+
 void ModuleHost::prepare_host_all(const Config& cfg, const std::shared_ptr<LogSink>& sink) {
     for (auto& l : loaded_) {
         const std::string name(l.module->name());

@@ -64,6 +64,8 @@ public:
     // Each loaded module reads its keys (Module::configure) into `problems`;
     // returns the keys they add to the flat dictionary.
     nlohmann::json configure_all(const Config& cfg, ConfigProblems& problems);
+    // The loaded modules' secrets (Module::secrets), for the log to mask.
+    std::vector<std::string> secrets() const;
     std::vector<ModuleInfo> loaded_info() const;
     // Each loaded module's host set-up before ZooKeeper (Module::prepare_host),
     // in start order; an exception is logged by module name and the next runs.
@@ -73,6 +75,10 @@ public:
     // it stay started (stop_all() stops them), it is never stop()ped.
     void start_all(const Config& cfg, const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> zk,
                    Executor& ex, CoreEvents& events, ServiceRegistry& services);
+    // Each started module's work to finish before the node lets go
+    // (Module::drain_before_shutdown), in start order; an exception is logged
+    // by module name and the next drains.
+    void drain_all();
     void stop_all();  // reverse order, each exception logged
 
 private:

@@ -17,6 +17,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "config_reader.hpp"
 #include "health/loaded_plugin.hpp"
 #include "health/python_host.hpp"
 #include "pvc/health_plugin.hpp"
@@ -602,7 +603,7 @@ void HealthHost::load() {
     // 2. Load them all at once (setup() may run commands), bounded by one
     //    plugin_timeout in total; handle the outcomes in file order.
     auto deadline = Clock::now() + c.plugin_timeout();
-    auto flat = c.cfg->flat();
+    auto flat = flat_config(*c.cfg);
     std::vector<std::shared_ptr<std::optional<LoadAttempt>>> attempts;
     struct Wait {
         std::mutex m;

@@ -84,6 +84,9 @@ private:
 // Builds the daemon's log sink from the logging keys of `config`.
 // Without a config (early start-up, tools) logs plain lines to stderr.
 PVC_SDK_API std::shared_ptr<LogSink> make_log_sink(const Config* config);
+// Masks `secret` (a password a module read, Module::secrets) as ******** in
+// every line logged from now on.
+PVC_SDK_API void add_log_secret(const std::shared_ptr<LogSink>& sink, std::string secret);
 // Starts copying lines into ZooKeeper (zookeeper_logging); lines logged
 // before are kept in the ring and written at once.
 PVC_SDK_API void attach_zookeeper(const std::shared_ptr<LogSink>& sink, std::shared_ptr<zk::Session> session,

@@ -24,8 +24,9 @@
 // when an enabled flag has no module.
 //
 // The threading contract (docs/sdk-guide.md §5):
-// - configure(), registration(), start() and stop() are called once each, in
-//   that order, on the core's start-up/shutdown thread.
+// - configure(), registration(), start(), drain_before_shutdown() and stop()
+//   are called once each, in that order, on the core's start-up/shutdown
+//   thread (drain_before_shutdown() only when the daemon shuts down in order).
 // - Core events (CoreEvents) are delivered on one core strand, never on the
 //   emitting thread (keepalive, ZooKeeper's event thread, pool threads);
 //   slots must not block. A slot's exception is logged and counted.
@@ -178,8 +179,15 @@ struct PVC_SDK_API KeepaliveReport {
 
     // Keys written in the keepalive transaction (paths from schema::path).
     std::vector<zk::KeyValue> writes;
-    // Values of the keepalive log line's module fields (keepalive_log_fields).
-    std::map<std::string, std::string, std::less<>> log_fields;
+    // The module fields of the keepalive detail line ("VMs: 3"), between
+    // Health and Load: each module reports its own, ordered by `position`
+    // across modules (the hypervisor's VMs 10, the storage module's OSDs 20,
+    // as the reference's line has them).
+    struct LogField {
+        std::string value;
+        int position = 0;
+    };
+    std::map<std::string, LogField, std::less<>> log_fields;  // by label
 
     // This module's health items: what is wrong with its part of the node
     // now (a refused network, a firewall nft refused...). An extension of
@@ -200,20 +208,13 @@ struct PVC_SDK_API KeepaliveReport {
     std::vector<HealthItem> health;
 
     void write(std::string path, std::string value) { writes.emplace_back(std::move(path), std::move(value)); }
-    void log_field(std::string label, std::string value) { log_fields[std::move(label)] = std::move(value); }
+    void log_field(std::string label, std::string value, int position) {
+        log_fields[std::move(label)] = {std::move(value), position};
+    }
     void health_item(std::string name, int delta, std::string message) {
         health.push_back({std::move(name), delta, std::move(message)});
     }
 };
-
-// The module fields of the reference's keepalive detail line, in its order,
-// with the text shown when no loaded module fills them.
-struct KeepaliveLogField {
-    std::string_view label;
-    std::string_view unset;
-};
-inline constexpr KeepaliveLogField keepalive_log_fields[] = {{"VMs", "0"}, {"OSDs", "0"}};
-
 
 // A module's own named pool for long procedures (a VM's shutdown or
 // migration waits for its timeouts). Each task gets the pool's stop token; stop()
@@ -309,13 +310,27 @@ public:
     // Values this module gives its node keys when a new node is registered
     // (called before start()). Keys nobody gives get the schema's
     // register_default; every node key is created whatever the functions.
+    // Keys a module rewrites at every start (the fencing module's node.ipmi.*)
+    // it also writes from start().
     virtual void registration(std::vector<zk::KeyValue>&) const {}
+    // Values of this module's keys that must never appear in a log line
+    // (passwords), as configure() read them: the core masks them in every
+    // line from then on.
+    virtual void secrets(std::vector<std::string>&) const {}
     // Fill this module's part of the keepalive from cached state. Must not block.
     virtual void contribute(KeepaliveReport&) {}
     // This module's part of one phase of a takeover (e.g. floating addresses
     // up) or relinquish (TransitionPhase above), on the core strand. Call
     // `done` once, from any thread, when finished; a late call is harmless.
     virtual void transition(Transition, TransitionPhase, std::function<void()> done) { done(); }
+    // Work of this module in progress that the node must finish before it lets
+    // go of anything at shutdown (the hypervisor's flush or unflush of this
+    // node). Called at the start of an orderly shutdown, once `shutdown` is
+    // published, on the shutdown thread; may block until that work ends (the
+    // keepalive goes on meanwhile, so the node is not taken for dead), but
+    // must end when ZooKeeper is unreachable. Modules drain one after another
+    // in start order, before the primary hand-over.
+    virtual void drain_before_shutdown() {}
     // Host set-up the ZooKeeper connection itself depends on (the network
     // module's cluster bridge and node address: ZooKeeper is reached over
     // them), done after configure() and before the daemon connects, on the

@@ -55,4 +55,23 @@ private:
     std::map<std::string, std::shared_ptr<void>, std::less<>> services_;
 };
 
+// The adapter every user of an optional service needs: the registry's
+// provider of T, looked up at each use (providers may start after their
+// users, and stop before them), else `fallback`, an implementation of T that
+// does nothing (and may say so).
+template <ServiceInterface T>
+class ServiceOr {
+public:
+    ServiceOr(const ServiceRegistry& registry, std::shared_ptr<T> fallback)
+        : registry_(registry), fallback_(std::move(fallback)) {}
+    std::shared_ptr<T> get() const {
+        if (auto provider = registry_.get<T>()) return provider;
+        return fallback_;
+    }
+
+private:
+    const ServiceRegistry& registry_;
+    std::shared_ptr<T> fallback_;
+};
+
 }  // namespace pvc

@@ -7,6 +7,7 @@
 // must be strictly better, so the lowest node name wins a tie.
 #pragma once
 
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,7 +21,18 @@ namespace pvc::target {
 
 enum class Selector { mem, memprov, load, vcpus, vms };
 
-// "mem", "memprov", "load", "vcpus", "vms"; anything else (including "") is nullopt.
+// The selectors' names, in Selector's order: the values of
+// pvc.system.migration.target_selector and /config/migration_target_selector.
+inline constexpr std::string_view selector_names[] = {"mem", "memprov", "load", "vcpus", "vms"};
+// What a VM's node_selector may be: a selector's name, or "none" (the
+// cluster's selector decides).
+inline std::vector<std::string> vm_selector_choices() {
+    std::vector<std::string> out(std::begin(selector_names), std::end(selector_names));
+    out.emplace_back("none");
+    return out;
+}
+
+// A name of selector_names; anything else (including "") is nullopt.
 PVC_SDK_API std::optional<Selector> parse_selector(std::string_view s);
 
 // What the selectors need to know of one node. A figure that is absent or

@@ -1,12 +1,16 @@
 // Address math of the network keys (pvc.cluster.networks): IPv4 and IPv6
 // addresses and networks as Python's ipaddress sees them, so a node accepts
-// and computes (by-id) exactly the addresses the reference does.
+// and computes (by-id) exactly the addresses the reference does. The network
+// module validates those keys with it; the storage module derives this
+// node's storage address with it.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "pvc/export.hpp"
 
 namespace pvc::address {
 
@@ -18,10 +22,10 @@ struct IpAddress {
     int bits() const { return family == 4 ? 32 : 128; }
 };
 
-std::optional<IpAddress> parse_ip(const std::string& text);
-std::string format_ip(const IpAddress& a);
-std::optional<int> parse_prefix(const std::string& text, int max_bits);
-u128 host_mask(int bits, int prefix);
+PVC_SDK_API std::optional<IpAddress> parse_ip(const std::string& text);
+PVC_SDK_API std::string format_ip(const IpAddress& a);
+PVC_SDK_API std::optional<int> parse_prefix(const std::string& text, int max_bits);
+PVC_SDK_API u128 host_mask(int bits, int prefix);
 
 struct IpNetwork {
     IpAddress address;  // the network address
@@ -45,6 +49,15 @@ struct IpNetwork {
 };
 
 // A strict network: "addr/prefix" with no host bits set.
-std::optional<IpNetwork> parse_network(const std::string& text, std::string& why);
+PVC_SDK_API std::optional<IpNetwork> parse_network(const std::string& text, std::string& why);
+
+// This node's address ("addr/prefix") in `network`, from the address key as
+// written: "by-id" (the node_id-th usable host counted from 1; node id 0, a
+// hostname without digits, is the last usable host, as the reference) or
+// "addr/prefix" (a usable host of the network). nullopt with `why` when the
+// key cannot give one; `hostname` names the host in that message.
+PVC_SDK_API std::optional<std::string> node_address(const IpNetwork& network, const std::string& written,
+                                                    const std::string& node_id, const std::string& hostname,
+                                                    std::string& why);
 
 }  // namespace pvc::address

@@ -1,5 +1,5 @@
-// Address math of the network keys (config_address.hpp).
-#include "config_address.hpp"
+// Address math of the network keys (pvc/address.hpp).
+#include "pvc/address.hpp"
 
 #include <arpa/inet.h>
 
@@ -81,6 +81,40 @@ std::optional<IpNetwork> parse_network(const std::string& text, std::string& why
         return std::nullopt;
     }
     return IpNetwork{*addr, *prefix};
+}
+
+std::optional<std::string> node_address(const IpNetwork& network, const std::string& written,
+                                        const std::string& node_id, const std::string& hostname, std::string& why) {
+    if (written == "by-id") {
+        u128 count = network.last_host() - network.first_host() + 1;
+        u128 id = 0;
+        bool overflow = false;
+        for (char ch : node_id) {
+            if (id > (~u128{0} - 9) / 10) overflow = true;
+            id = id * 10 + static_cast<u128>(ch - '0');
+        }
+        if (!overflow && id == 0)
+            return fmt::format("{}/{}", format_ip({network.address.family, network.last_host()}), network.prefix);
+        if (overflow || id > count) {
+            why = fmt::format("by-id: node id {} of host '{}' is beyond the usable hosts of {}; use a static address",
+                              node_id, hostname, network.to_string());
+            return std::nullopt;
+        }
+        return fmt::format("{}/{}", format_ip({network.address.family, network.first_host() + (id - 1)}),
+                           network.prefix);
+    }
+    auto slash = written.find('/');
+    auto addr = parse_ip(written.substr(0, slash));
+    if (slash == std::string::npos) {
+        why = fmt::format("'{}' must be 'by-id' or an address with its prefix (addr/prefix)", written);
+    } else if (!addr || !parse_prefix(written.substr(slash + 1), addr->bits())) {
+        why = fmt::format("'{}' is not a valid address/prefix", written);
+    } else if (!network.is_host(*addr)) {
+        why = fmt::format("'{}' is not a usable host address of {}", written, network.to_string());
+    } else {
+        return written;
+    }
+    return std::nullopt;
 }
 
 }  // namespace pvc::address
