@@ -106,6 +106,148 @@ void FenceJob::recover(const std::function<bool()>& before_writes, std::optional
     times_.recovery_done = Clock::now();
 }
 
+BmcAccess FenceJob::read_bmc() {
+    BmcAccess bmc;
+    // The three keys at once: one round trip before the power off, not three.
+    auto keys = read_keys(*zk_,
+                          {schema::path("node.ipmi.hostname", {node_}), schema::path("node.ipmi.username", {node_}),
+                           schema::path("node.ipmi.password", {node_})},
+                          3);
+    for (auto& k : keys) {
+        if (!k.error) continue;
+        try {
+            std::rethrow_exception(k.error);
+        } catch (const std::exception& e) {
+            log_.error("Cannot read the IPMI details of {}: {}", node_, e.what());
+        }
+        break;
+    }
+    bmc.host = keys[0].error ? "" : keys[0].value.value_or("");
+    bmc.user = keys[1].error ? "" : keys[1].value.value_or("");
+    bmc.password = keys[2].error ? "" : keys[2].value.value_or("");
+    return bmc;
+}
+
+// Confirmation by polling, not a fixed sleep: recovery may begin the moment
+// the BMC reports the chassis off. The first status goes at once (most BMCs
+// are off by the time `off` returns), then the pauses grow to poll_period: a
+// BMC that takes a moment is asked again soon.
+bool FenceJob::confirm_off(std::stop_token& stop, const BmcAccess& bmc, IpmiResult& status) {
+    const auto confirm_end = Clock::now() + s_.confirm_window;
+    auto pause = std::min<std::chrono::milliseconds>(s_.poll_first_pause, s_.poll_period);
+    for (;;) {
+        status = ipmi_.chassis_power(bmc, "status");
+        if (status.state == PowerState::off) return true;
+        if (Clock::now() >= confirm_end || !sleep(stop, pause)) return false;
+        pause = std::min<std::chrono::milliseconds>(pause * 2, s_.poll_period);
+    }
+}
+
+void FenceJob::power_on(const BmcAccess& bmc) {
+    IpmiResult on = ipmi_.chassis_power(bmc, "on");
+    if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
+}
+
+FenceOutcome FenceJob::fenced_confirmed(const BmcAccess& bmc, std::future<RecoveryReads>& prefetch) {
+    times_.confirmed_off = Clock::now();
+    log_.ok("Node {} is confirmed powered off", node_);
+    // Recovery starts at once: it reads what it needs while `fenced` is
+    // written, and writes nothing before that write is done (the reference's
+    // order). It then runs while the dead coordinator is demoted and the node
+    // powered on again (neither touches its VMs).
+    std::promise<bool> fenced_written;
+    std::shared_future<bool> fenced = fenced_written.get_future().share();
+    std::jthread recovery;
+    if (s_.migrate_on_success) recovery = std::jthread([this, fenced, &prefetch] {
+        std::optional<RecoveryReads> reads;
+        if (prefetch.valid()) {
+            try {
+                reads = prefetch.get();
+            } catch (const std::exception&) {
+            }
+            if (reads && Clock::now() - reads->started > s_.interval) reads.reset();
+        }
+        recover(
+            [&] {
+                try {
+                    return fenced.get();
+                } catch (const std::exception&) {
+                    return false;
+                }
+            },
+            std::move(reads));
+    });
+    // Confirmed off, the job completes even if stopped meanwhile: every step
+    // left is bounded (ZooKeeper writes, one `on`).
+    bool written = false;
+    try {
+        written = mark_fenced();
+    } catch (...) {
+        fenced_written.set_exception(std::current_exception());
+        throw;
+    }
+    fenced_written.set_value(written);
+    demote_router();
+    power_on(bmc);
+    return FenceOutcome::fenced;
+}
+
+// Not seen off: the reference's decision table decides, from `off`'s exit
+// status and the status after power on.
+FenceOutcome FenceJob::not_confirmed(std::stop_token& stop, const BmcAccess& bmc, const IpmiResult& off,
+                                     const IpmiResult& status) {
+    log_.warn("IPMI did not confirm {} off within {} ms (last status: {})", node_, s_.confirm_window.count(),
+              status.output);
+    power_on(bmc);
+    IpmiResult after;
+    const auto after_end = Clock::now() + std::chrono::seconds(2);
+    do after = ipmi_.chassis_power(bmc, "status");
+    while (after.state == PowerState::unknown && Clock::now() < after_end && sleep(stop, s_.poll_period));
+    if (after.state == PowerState::unknown && stop.stop_requested()) return hand_back("after its power cycle");
+    bool success = after.state == PowerState::off || (off.exit_status == 0 && after.state == PowerState::on);
+    demote_router();
+    if (success) {
+        times_.confirmed_off = Clock::now();
+        log_.ok("Node {} was power cycled (status after power on: {})", node_, after.output);
+        if (mark_fenced() && s_.migrate_on_success) recover();
+        return FenceOutcome::fenced;
+    }
+    log_.error("FAILED TO FENCE NODE {}: BMC {} did not confirm power off (off: exit {}, {}; status: {})", node_,
+               bmc.host, off.exit_status, off.output, after.output);
+    return after_failed_fence(stop);
+}
+
+// failed_fence: migrate moves the VMs only once the node has surely reset
+// itself (self-fencing on), and only if it did not come back meanwhile.
+FenceOutcome FenceJob::after_failed_fence(std::stop_token& stop) {
+    if (!s_.migrate_on_failure) {
+        log_.error("failed_fence is not migrate: the VMs of {} are NOT moved; check the node by hand", node_);
+        return FenceOutcome::failed;
+    }
+    if (s_.suicide_intervals <= 0) {
+        log_.error("failed_fence is migrate, but self-fencing is off (suicide_intervals 0): the VMs of {} are NOT "
+                   "moved, the node may still run them",
+                   node_);
+        return FenceOutcome::failed;
+    }
+    // The dead node resets itself suicide_intervals after its last keepalive;
+    // one more interval covers the reset itself.
+    auto suicide_deadline = last_seen_ + s_.interval * (s_.suicide_intervals + 1);
+    log_.warn("Waiting for the self-fence deadline of {} before moving its VMs", node_);
+    if (!sleep(stop, suicide_deadline - Clock::now())) return hand_back("waiting for the self-fence deadline");
+    try {
+        if (zk_->get(schema::path("node.state.daemon", {node_})).value_or("") != "dead") {
+            log_.ok("Node {} is back; its VMs are not moved", node_);
+            return FenceOutcome::failed;
+        }
+    } catch (const std::exception& e) {
+        log_.error("Cannot read the state of {}; its VMs are not moved: {}", node_, e.what());
+        return FenceOutcome::failed;
+    }
+    recover();
+    return FenceOutcome::failed;
+}
+
 FenceOutcome FenceJob::run(std::stop_token stop) {
     times_.started = Clock::now();
     log_.warn("Node {} seems dead; starting fence job ({} saving throws)", node_, s_.saving_throws);
@@ -113,27 +255,7 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
         return o == FenceOutcome::stopped ? hand_back("during its saving throws") : o;
     times_.throws_done = Clock::now();
 
-    BmcAccess bmc;
-    {
-        // The three keys at once: one round trip before the power off, not three.
-        auto keys = read_keys(*zk_,
-                              {schema::path("node.ipmi.hostname", {node_}), schema::path("node.ipmi.username", {node_}),
-                               schema::path("node.ipmi.password", {node_})},
-                              3);
-        for (auto& k : keys) {
-            if (!k.error) continue;
-            try {
-                std::rethrow_exception(k.error);
-            } catch (const std::exception& e) {
-                log_.error("Cannot read the IPMI details of {}: {}", node_, e.what());
-            }
-            break;
-        }
-        bmc.host = keys[0].error ? "" : keys[0].value.value_or("");
-        bmc.user = keys[1].error ? "" : keys[1].value.value_or("");
-        bmc.password = keys[2].error ? "" : keys[2].value.value_or("");
-    }
-
+    const BmcAccess bmc = read_bmc();
     log_.warn("Fencing node {} via IPMI power off (BMC {} as {})", node_, bmc.host, bmc.user);
     IpmiResult off = ipmi_.chassis_power(bmc, "off");
     if (off.exit_status != 0)
@@ -147,127 +269,16 @@ FenceOutcome FenceJob::run(std::stop_token stop) {
         prefetch = std::async(std::launch::async,
                               [this] { return read_for_recovery(*zk_, node_, s_.recovery_parallelism); });
 
-    // Confirmation by polling, not a fixed sleep: recovery may begin the
-    // moment the BMC reports the chassis off. The first status goes at once
-    // (most BMCs are off by the time `off` returns), then the pauses grow to
-    // poll_period: a BMC that takes a moment is asked again soon.
-    bool confirmed = false;
     IpmiResult status;
-    const auto confirm_end = Clock::now() + s_.confirm_window;
-    auto pause = std::min<std::chrono::milliseconds>(s_.poll_first_pause, s_.poll_period);
-    for (;;) {
-        status = ipmi_.chassis_power(bmc, "status");
-        if (status.state == PowerState::off) {
-            confirmed = true;
-            break;
-        }
-        if (Clock::now() >= confirm_end || !sleep(stop, pause)) break;
-        pause = std::min<std::chrono::milliseconds>(pause * 2, s_.poll_period);
-    }
+    bool confirmed = confirm_off(stop, bmc, status);
     // Stopped while `off` was being confirmed: the node is never left
     // powered off by a job that gives up; powered on and handed back, it is
     // judged again (its next fence job power cycles it if it is still silent).
     if (!confirmed && stop.stop_requested()) {
-        IpmiResult on = ipmi_.chassis_power(bmc, "on");
-        if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
+        power_on(bmc);
         return hand_back("after its power off");
     }
-
-    FenceOutcome outcome;
-    if (confirmed) {
-        times_.confirmed_off = Clock::now();
-        log_.ok("Node {} is confirmed powered off", node_);
-        // Recovery starts at once: it reads what it needs while `fenced` is
-        // written, and writes nothing before that write is done (the reference's order).
-        // It then runs while the dead coordinator is demoted and the node
-        // powered on again (neither touches its VMs).
-        std::promise<bool> fenced_written;
-        std::shared_future<bool> fenced = fenced_written.get_future().share();
-        std::jthread recovery;
-        if (s_.migrate_on_success) recovery = std::jthread([this, fenced, &prefetch] {
-            std::optional<RecoveryReads> reads;
-            if (prefetch.valid()) {
-                try {
-                    reads = prefetch.get();
-                } catch (const std::exception&) {
-                }
-                if (reads && Clock::now() - reads->started > s_.interval) reads.reset();
-            }
-            recover(
-                [&] {
-                    try {
-                        return fenced.get();
-                    } catch (const std::exception&) {
-                        return false;
-                    }
-                },
-                std::move(reads));
-        });
-        // Confirmed off, the job completes even if stopped meanwhile: every
-        // step left is bounded (ZooKeeper writes, one `on`).
-        bool written = false;
-        try {
-            written = mark_fenced();
-        } catch (...) {
-            fenced_written.set_exception(std::current_exception());
-            throw;
-        }
-        fenced_written.set_value(written);
-        demote_router();
-        IpmiResult on = ipmi_.chassis_power(bmc, "on");
-        if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
-        return FenceOutcome::fenced;
-    }
-
-    // Not seen off: the reference's decision table decides, from `off`'s exit
-    // status and the status after power on.
-    log_.warn("IPMI did not confirm {} off within {} ms (last status: {})", node_, s_.confirm_window.count(),
-              status.output);
-    IpmiResult on = ipmi_.chassis_power(bmc, "on");
-    if (on.exit_status != 0) log_.warn("IPMI power on of {} failed: {}", node_, on.output);
-    IpmiResult after;
-    const auto after_end = Clock::now() + std::chrono::seconds(2);
-    do after = ipmi_.chassis_power(bmc, "status");
-    while (after.state == PowerState::unknown && Clock::now() < after_end && sleep(stop, s_.poll_period));
-    if (after.state == PowerState::unknown && stop.stop_requested()) return hand_back("after its power cycle");
-    bool success = after.state == PowerState::off || (off.exit_status == 0 && after.state == PowerState::on);
-    outcome = success ? FenceOutcome::fenced : FenceOutcome::failed;
-    demote_router();
-    if (success) {
-        times_.confirmed_off = Clock::now();
-        log_.ok("Node {} was power cycled (status after power on: {})", node_, after.output);
-        if (mark_fenced() && s_.migrate_on_success) recover();
-        return outcome;
-    }
-
-    log_.error("FAILED TO FENCE NODE {}: BMC {} did not confirm power off (off: exit {}, {}; status: {})", node_,
-               bmc.host, off.exit_status, off.output, after.output);
-    if (!s_.migrate_on_failure) {
-        log_.error("failed_fence is not migrate: the VMs of {} are NOT moved; check the node by hand", node_);
-        return outcome;
-    }
-    if (s_.suicide_intervals <= 0) {
-        log_.error("failed_fence is migrate, but self-fencing is off (suicide_intervals 0): the VMs of {} are NOT "
-                   "moved, the node may still run them",
-                   node_);
-        return outcome;
-    }
-    // The dead node resets itself suicide_intervals after its last keepalive;
-    // one more interval covers the reset itself.
-    auto suicide_deadline = last_seen_ + s_.interval * (s_.suicide_intervals + 1);
-    log_.warn("Waiting for the self-fence deadline of {} before moving its VMs", node_);
-    if (!sleep(stop, suicide_deadline - Clock::now())) return hand_back("waiting for the self-fence deadline");
-    try {
-        if (zk_->get(schema::path("node.state.daemon", {node_})).value_or("") != "dead") {
-            log_.ok("Node {} is back; its VMs are not moved", node_);
-            return outcome;
-        }
-    } catch (const std::exception& e) {
-        log_.error("Cannot read the state of {}; its VMs are not moved: {}", node_, e.what());
-        return outcome;
-    }
-    recover();
-    return outcome;
+    return confirmed ? fenced_confirmed(bmc, prefetch) : not_confirmed(stop, bmc, off, status);
 }
 
 }  // namespace pvc::fencing

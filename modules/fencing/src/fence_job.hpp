@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -72,6 +73,17 @@ private:
     FenceOutcome hand_back(const char* when);
     void demote_router();
     void recover(const std::function<bool()>& before_writes = {}, std::optional<RecoveryReads> reads = std::nullopt);
+    // The dead node's BMC from its keys (the three in one round trip; "" where unreadable).
+    BmcAccess read_bmc();
+    // Polls `status` until the chassis is off (true), the confirm window ends or the job stops.
+    bool confirm_off(std::stop_token& stop, const BmcAccess& bmc, IpmiResult& status);
+    void power_on(const BmcAccess& bmc);
+    // Off confirmed: fenced written, recovery, the dead coordinator demoted, power on.
+    FenceOutcome fenced_confirmed(const BmcAccess& bmc, std::future<RecoveryReads>& prefetch);
+    // Off not confirmed: power cycle and the reference's decision table.
+    FenceOutcome not_confirmed(std::stop_token& stop, const BmcAccess& bmc, const IpmiResult& off,
+                               const IpmiResult& status);
+    FenceOutcome after_failed_fence(std::stop_token& stop);
 
     std::shared_ptr<zk::Session> zk_;
     Ipmi& ipmi_;
