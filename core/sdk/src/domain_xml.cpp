@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "pvc/strings.hpp"
+#include "pvc/zk.hpp"
 
 namespace pvc {
 namespace {
@@ -183,6 +184,9 @@ std::optional<std::uint64_t> memory_of(xmlNode* n) {
 }
 
 }  // namespace
+
+// A document the bounds accept can be stored as one ZooKeeper value.
+static_assert(DomainXmlLimits::max_bytes == zk::max_value_bytes);
 
 void check_domain_xml_bounds(std::string_view t) {
     using L = DomainXmlLimits;
