@@ -118,7 +118,8 @@ zk::Status commit_expected(zk::Session& session, const std::vector<zk::KeyValue>
         }
     }
     for (const auto& [p, version] : expected) {
-        bool written = std::any_of(kvs.begin(), kvs.end(), [&](const zk::KeyValue& kv) { return kv.first == p; });
+        // (An init-capture: clang 14 cannot capture a structured binding.)
+        bool written = std::any_of(kvs.begin(), kvs.end(), [&path = p](const zk::KeyValue& kv) { return kv.first == path; });
         if (!written && version >= 0) tx.check(p, version);
     }
     return session.commit(tx);

@@ -95,7 +95,8 @@ public:
         }
         auto values = std::make_shared<std::tuple<std::decay_t<Args>...>>(std::move(args)...);
         for (auto& [state, slot] : copy) {
-            auto call = [state, slot, values] {
+            // (Init-captures: clang 14 cannot capture a structured binding.)
+            auto call = [state = state, slot = slot, values] {
                 std::lock_guard g(state->m);
                 if (state->active) std::apply(*slot, *values);
             };
