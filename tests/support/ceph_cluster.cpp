@@ -3,6 +3,7 @@
 
 #include "pvc/test/ports.hpp"
 #include "pvc/test/process_group.hpp"
+#include "pvc/strings.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -41,11 +42,6 @@ void write_file(const fs::path& p, const std::string& s) {
     std::ofstream f(p);
     f << s;
     if (!f) throw std::runtime_error("cannot write " + p.string());
-}
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
 }
 
 bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
