@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
     add_cluster_commands(app);
     add_node_commands(app);
     add_vm_commands(app);
+    add_network_commands(app);
     add_completion_command(app);
 
     int status = exit_ok;

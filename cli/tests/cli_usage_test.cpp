@@ -28,10 +28,10 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 }
 
 TEST(PvcCliUsage, UnknownCommandIsNamedEvenWithHelp) {
-    const std::string msg = "'network' is not a command of 'pvc' (its commands: cluster, node, vm, completion)";
-    expect_usage_error({"network"}, msg);
-    expect_usage_error({"network", "--help"}, msg);
-    expect_usage_error({"network", "list", "-h"}, msg);
+    const std::string msg = "'netwrk' is not a command of 'pvc' (its commands: cluster, node, vm, network, completion)";
+    expect_usage_error({"netwrk"}, msg);
+    expect_usage_error({"netwrk", "--help"}, msg);
+    expect_usage_error({"netwrk", "list", "-h"}, msg);
 }
 
 TEST(PvcCliUsage, UnknownSubcommandIsNamedWithTheCommandsOfItsParent) {
@@ -69,7 +69,7 @@ TEST(PvcCliUsage, HelpOfKnownCommandsStillExitsZero) {
 }
 
 TEST(PvcCliUsage, MissingCommandsArgumentsAndBadValuesNameTheirCommand) {
-    expect_usage_error({}, "'pvc' needs a command (its commands: cluster, node, vm, completion)");
+    expect_usage_error({}, "'pvc' needs a command (its commands: cluster, node, vm, network, completion)");
     expect_usage_error({"vm"}, "'pvc vm' needs a command (its commands: list, info, define,");
     expect_usage_error({"vm", "start"}, "pvc vm start: vm is required");
     expect_usage_error({"vm", "list", "--format", "xml"}, "pvc vm list: --format: xml not in {table,json}");
