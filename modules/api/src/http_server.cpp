@@ -462,7 +462,8 @@ private:
         watch_peer();
         check_budget_later();
         auto queue = srv_->queue;
-        queue->post(client_, [self = this->shared_from_this(), srv = srv_, ctl, seq = seq_, path = path_, r = std::move(r)] {
+        queue->post(client_, [self = this->shared_from_this(), srv = srv_, ctl, seq = seq_, path = path_,
+                              ex = stream_.get_executor(), r = std::move(r)] {
             if (ctl->source.stop_requested()) return;  // its client left, or the server stops, before it ran
             HttpResponse res;
             ctl->begin();
@@ -480,7 +481,7 @@ private:
             ctl->end();
             // Stopped: nobody to answer, or answered (a budget) already.
             if (ctl->source.stop_requested()) return;
-            srv->deliver(self->stream_.get_executor(), [self, seq, res = std::move(res)]() mutable {
+            srv->deliver(ex, [self, seq, res = std::move(res)]() mutable {
                 self->on_result(seq, std::move(res));
             });
         });
