@@ -1,6 +1,7 @@
 // pvcnoded.yaml loading and validation (docs/operations.md).
 #include "config_reader.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -177,6 +178,43 @@ TEST(ConfigLoad, YamlSyntaxErrorIsOneProblemWithItsLine) {
     ASSERT_EQ(problems.size(), 1u) << dump(problems);
     EXPECT_GE(problems[0].line, 3);
     EXPECT_NE(problems[0].message.find("YAML syntax error"), std::string::npos);
+}
+
+// Regressions of fuzzer findings (fuzz/corpus/config_yaml/crash_*): an alias
+// inside the node it names recursed until the stack overflowed; aliases of
+// aliases expanded exponentially. Each is now one problem, at once.
+TEST(ConfigLoad, AliasInsideItsOwnAnchorIsOneProblem) {
+    std::string text = "base: &base\n  enable_hypervisor: true\n  functions:\n    <<: *base\npvc:\n  node: hv1\n";
+    auto problems = problems_of(text);
+    ASSERT_EQ(problems.size(), 1u) << dump(problems);
+    EXPECT_NE(problems[0].message.find("a YAML alias names a node that contains the alias"), std::string::npos)
+        << dump(problems);
+    EXPECT_GE(problems[0].line, 1) << dump(problems);  // the anchored node's line (an alias has no line of its own)
+    auto list = problems_of("a: &a [1, *a]\n");
+    ASSERT_EQ(list.size(), 1u) << dump(list);
+    EXPECT_NE(list[0].message.find("contains the alias"), std::string::npos) << dump(list);
+}
+
+TEST(ConfigLoad, ExpansionAndDepthAreBounded) {
+    // Nine levels of ten aliases each: 10^9 values once expanded.
+    std::string text = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+    for (int i = 1; i < 10; ++i) {
+        text += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+        for (int j = 0; j < 10; ++j) text += std::string(j ? ", " : "") + "*l" + std::to_string(i - 1);
+        text += "]\n";
+    }
+    auto start = std::chrono::steady_clock::now();
+    auto problems = problems_of(text);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    ASSERT_EQ(problems.size(), 1u) << dump(problems);
+    EXPECT_NE(problems[0].message.find("more than 100000 values"), std::string::npos) << dump(problems);
+
+    auto deep = problems_of("pvc: " + std::string(100, '[') + std::string(100, ']') + "\n");
+    ASSERT_EQ(deep.size(), 1u) << dump(deep);
+    EXPECT_NE(deep[0].message.find("nested deeper than 64 levels"), std::string::npos) << dump(deep);
+    // 60 levels are read (and then refused only for what the keys say).
+    for (const auto& p : problems_of("x: " + std::string(60, '[') + std::string(60, ']') + "\n"))
+        EXPECT_EQ(p.message.find("YAML document refused"), std::string::npos) << p.message;
 }
 
 TEST(ConfigProblem, ToStringNamesFileLinePathAndMessage) {
