@@ -45,4 +45,28 @@ std::optional<std::string> http_get(const std::string& host, uint16_t port, cons
     }
 }
 
+std::optional<std::string> SharedFetch::get(const std::function<std::optional<std::string>()>& fetch) {
+    std::unique_lock l(m_);
+    if (have_ && Clock::now() - at_ < reuse_) return last_;
+    if (fetching_) {
+        cv_.wait_for(l, wait_, [&] { return !fetching_; });
+        return last_;
+    }
+    fetching_ = true;
+    l.unlock();
+    std::optional<std::string> got;
+    try {
+        got = fetch();
+    } catch (const std::exception&) {
+        // as unreachable
+    }
+    l.lock();
+    last_ = got;
+    have_ = true;
+    at_ = Clock::now();
+    fetching_ = false;
+    cv_.notify_all();
+    return got;
+}
+
 }  // namespace pvc::api

@@ -66,6 +66,10 @@ std::optional<HttpResponse> over_request_limit(const std::vector<zk::KeyValue>& 
 // the most a define may give, and a VM may have.
 constexpr std::size_t kMaxTags = 100;
 
+// A relayed exporter's answer serves every scrape for 5 s; a scrape waits at
+// most a fetch's deadline (3 s) and a little for one in flight.
+constexpr std::chrono::milliseconds kRelayReuse{5000}, kRelayWait{3500};
+
 bool has_control(std::string_view v) {
     return std::any_of(v.begin(), v.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; });
 }
@@ -261,7 +265,7 @@ bool match(const std::vector<std::string>& pattern, const std::vector<std::strin
 Api::Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures,
          ServiceRegistry* services)
     : zk_(std::move(zk)), view_(view), settings_(std::move(settings)), log_(std::move(log)), figures_(figures),
-      services_(services) {
+      services_(services), ceph_relay_(kRelayReuse, kRelayWait), zookeeper_relay_(kRelayReuse, kRelayWait) {
     vms_.set_metric_builder(vm_metric_lines);
 }
 
@@ -1267,6 +1271,14 @@ std::optional<std::string> active_mgr(const std::string& status) {
 }  // namespace
 
 std::optional<std::string> Api::ceph_exporter() {
+    return ceph_relay_.get([this] { return fetch_ceph_exporter(); });
+}
+
+std::optional<std::string> Api::zookeeper_exporter() {
+    return zookeeper_relay_.get([this] { return fetch_zookeeper_exporter(); });
+}
+
+std::optional<std::string> Api::fetch_ceph_exporter() {
     std::string status;
     {
         auto r = view_.read();
@@ -1277,7 +1289,7 @@ std::optional<std::string> Api::ceph_exporter() {
     return http_get(*host, 9283, "/metrics", relay_deadline);
 }
 
-std::optional<std::string> Api::zookeeper_exporter() {
+std::optional<std::string> Api::fetch_zookeeper_exporter() {
     std::string primary;
     {
         auto r = view_.read();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cluster_view.hpp"
+#include "fetch.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "objects.hpp"
@@ -90,8 +91,11 @@ private:
     void settle(const std::vector<std::pair<std::string, std::optional<std::string>>>& want);
     std::string read_key(const std::string& path);  // ZooKeeper itself, "" when absent
     // The relayed exporters (Ceph MGR, ZooKeeper); nullopt when unreachable.
+    // Shared by concurrent scrapes, an answer reused for 5 s (fetch.hpp).
     std::optional<std::string> ceph_exporter();
     std::optional<std::string> zookeeper_exporter();
+    std::optional<std::string> fetch_ceph_exporter();
+    std::optional<std::string> fetch_zookeeper_exporter();
 
     std::shared_ptr<zk::Session> zk_;
     ClusterView& view_;
@@ -100,6 +104,7 @@ private:
     DaemonFigures& figures_;
     ServiceRegistry* services_;
     VmCache vms_;
+    SharedFetch ceph_relay_, zookeeper_relay_;
 };
 
 }  // namespace pvc::api

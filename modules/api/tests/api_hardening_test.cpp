@@ -6,6 +6,11 @@
 #include <atomic>
 #include <thread>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+
 #include "pvc/client.hpp"
 
 using namespace pvc;
@@ -186,4 +191,61 @@ TEST_F(ApiHardening, ControlCharactersNeverReachAMetricLabelRaw) {
               std::string::npos)
         << m.body;
     for (char ch : m.body) EXPECT_FALSE(static_cast<unsigned char>(ch) < 0x20 && ch != '\n') << int(ch);
+}
+
+// The relayed exporters answer unauthenticated scrapes: however many come
+// at once, one fetch is in flight and its answer serves them all (an
+// exporter that hangs holds one worker, not every one).
+TEST_F(ApiHardening, ConcurrentScrapesShareOneFetchOfARelayedExporter) {
+    namespace net = boost::asio;
+    net::io_context ioc;
+    net::ip::tcp::acceptor acceptor(ioc);
+    net::ip::tcp::endpoint at(net::ip::make_address("127.0.0.21"), 9283);  // the MGR's exporter port
+    acceptor.open(at.protocol());
+    acceptor.set_option(net::socket_base::reuse_address(true));
+    acceptor.bind(at);
+    acceptor.listen();
+    std::atomic<int> connections{0};
+    std::atomic<bool> release{false}, done{false};
+    const std::string body = "ceph_health_status 0\n";
+    std::thread exporter([&] {
+        while (!done) {
+            net::ip::tcp::socket s(ioc);
+            boost::system::error_code ec;
+            acceptor.accept(s, ec);
+            if (ec || done) break;
+            ++connections;
+            net::streambuf request;
+            net::read_until(s, request, "\r\n\r\n", ec);
+            while (!release && !done) std::this_thread::sleep_for(5ms);
+            std::string answer = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+            net::write(s, net::buffer(answer), ec);
+        }
+    });
+    const std::string status = "  cluster:\n    id: 1\n  services:\n    mgr: 127.0.0.21(active, since 1h)\n";
+    ASSERT_TRUE(session->write(path("base.storage"), status));
+    ASSERT_TRUE(eventually([&] { return view->read().value(path("base.storage")) == status; }, 5s));
+
+    std::vector<Reply> replies(6);
+    std::vector<std::thread> scrapes;
+    for (size_t i = 0; i < replies.size(); ++i)
+        scrapes.emplace_back([&, i] { replies[i] = call("GET", "/metrics/ceph", "", std::nullopt); });
+    const auto& c = server->counters();
+    EXPECT_TRUE(eventually([&] { return c.running.load() + c.waiting.load() == replies.size(); }, 5s));
+    release = true;
+    for (auto& t : scrapes) t.join();
+    for (const auto& r : replies) {
+        EXPECT_EQ(r.status, 200u) << r.body;
+        EXPECT_EQ(r.body, body);
+    }
+    EXPECT_EQ(call("GET", "/metrics/ceph", "", std::nullopt).body, body);  // reused, not fetched again
+    EXPECT_EQ(connections.load(), 1);
+
+    done = true;
+    net::ip::tcp::socket wake(ioc);
+    boost::system::error_code ec;
+    wake.connect(at, ec);  // ends the accept
+    exporter.join();
+    ASSERT_TRUE(session->write(path("base.storage"), ""));
 }
