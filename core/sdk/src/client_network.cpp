@@ -72,7 +72,13 @@ NetResult guarded(zk::Session& s, const std::string& failed, Build&& build) {
             spdlog::error("ZooKeeper: {}", e.what());
             return {500, failed};
         }
-        if (st == zk::Status::ok) return answer;
+        if (st == zk::Status::ok) {
+            for (const auto& op : tx.ops()) {
+                if (op.kind == zk::Transaction::Op::remove) answer.written.emplace_back(op.path, std::nullopt);
+                else if (op.kind != zk::Transaction::Op::check) answer.written.emplace_back(op.path, op.data);
+            }
+            return answer;
+        }
         if (st != zk::Status::bad_version && st != zk::Status::node_exists && st != zk::Status::no_node &&
             st != zk::Status::not_empty) {
             spdlog::error("ZooKeeper transaction failed: {}", zk::to_string(st));
@@ -401,7 +407,9 @@ NetResult remove_network(zk::Session& session, const std::string& id) {
         if (!vni) return refused(not_found(id));
         std::string description = session.get(path("network.vni", {*vni})).value_or(id);
         session.remove_recursive(path("network.vni", {*vni}));
-        return done("Network '" + description + "' removed successfully!");
+        NetResult r = done("Network '" + description + "' removed successfully!");
+        r.written.emplace_back(path("network.vni", {*vni}), std::nullopt);
+        return r;
     } catch (const zk::Error& e) {
         spdlog::error("ZooKeeper: {}", e.what());
         return {500, "ERROR: Failed to remove network '" + id + "'."};

@@ -6,6 +6,7 @@
 #include <re2/re2.h>
 
 #include "pvc/client.hpp"
+#include "pvc/client_network.hpp"
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/services/rbd_volumes.hpp"
@@ -225,6 +226,39 @@ const std::vector<Route>& routes() {
         {{"network", ":vni", "acl"}, "GET", &Api::acl_list,
          {{"limit"}, {"direction", false, {"in", "out"}, "A valid direction must be specified."}}},
         {{"network", ":vni", "acl", ":description"}, "GET", &Api::acl_get, {}},
+        {{"network"}, "POST", &Api::network_add,
+         {{"vni", true}, {"description", true}, {"nettype", true, {"managed", "bridged"}, "A valid nettype must be specified"},
+          {"mtu"}, {"domain"}, {"name_servers"}, {"ip4_network"}, {"ip4_gateway"}, {"ip6_network"}, {"ip6_gateway"},
+          {"dhcp4"}, {"dhcp4_start"}, {"dhcp4_end"}}},
+        {{"network", ":vni"}, "POST", &Api::network_add,
+         {{"description", true}, {"nettype", true, {"managed", "bridged"}, "A valid nettype must be specified"},
+          {"mtu"}, {"domain"}, {"name_servers"}, {"ip4_network"}, {"ip4_gateway"}, {"ip6_network"}, {"ip6_gateway"},
+          {"dhcp4"}, {"dhcp4_start"}, {"dhcp4_end"}}},
+        {{"network", ":vni"}, "PUT", &Api::network_modify,
+         {{"description"}, {"mtu"}, {"domain"}, {"name_servers"}, {"ip4_network"}, {"ip4_gateway"}, {"ip6_network"},
+          {"ip6_gateway"}, {"dhcp4"}, {"dhcp4_start"}, {"dhcp4_end"}}},
+        {{"network", ":vni"}, "DELETE", &Api::network_delete, {}},
+        {{"network", ":vni", "lease"}, "POST", &Api::lease_add, {{"macaddress", true}, {"ipaddress", true}, {"hostname"}}},
+        {{"network", ":vni", "lease", ":mac"}, "POST", &Api::lease_add, {{"ipaddress", true}, {"hostname"}}},
+        {{"network", ":vni", "lease", ":mac"}, "DELETE", &Api::lease_delete, {}},
+        {{"network", ":vni", "acl"}, "POST", &Api::acl_add,
+         {{"description", true, {}, "A whitespace-free description must be specified."},
+          {"rule", true, {}, "A rule must be specified."},
+          {"direction", false, {"in", "out"}, "A valid direction must be specified."}, {"order"}}},
+        {{"network", ":vni", "acl", ":description"}, "POST", &Api::acl_add,
+         {{"rule", true, {}, "A rule must be specified."},
+          {"direction", false, {"in", "out"}, "A valid direction must be specified."}, {"order"}}},
+        {{"network", ":vni", "acl", ":description"}, "DELETE", &Api::acl_delete, {}},
+        {{"sriov", "pf"}, "GET", &Api::sriov_pf_list, {{"node", true, {}, "A valid node must be specified."}}},
+        {{"sriov", "pf", ":node"}, "GET", &Api::sriov_pf_list, {}},
+        {{"sriov", "vf"}, "GET", &Api::sriov_vf_list,
+         {{"node", true, {}, "A valid node must be specified."}, {"pf", false, {}, "A PF parent may be specified."}}},
+        {{"sriov", "vf", ":node"}, "GET", &Api::sriov_vf_list, {{"pf", false, {}, "A PF parent may be specified."}}},
+        {{"sriov", "vf", ":node", ":vf"}, "GET", &Api::sriov_vf_list, {}},
+        {{"sriov", "vf", ":node", ":vf"}, "PUT", &Api::sriov_vf_set,
+         {{"vlan_id"}, {"vlan_qos"}, {"tx_rate_min"}, {"tx_rate_max"},
+          {"link_state", false, {"auto", "enable", "disable"}, "A valid state must be specified"}, {"spoof_check"},
+          {"trust"}, {"query_rss"}}},
         {{"storage", "ceph", "status"}, "GET", &Api::ceph_status, {}},
         {{"storage", "ceph", "utilization"}, "GET", &Api::ceph_util, {}},
         {{"storage", "ceph", "osd"}, "GET", &Api::osd_list, {{"limit"}}},
@@ -1130,6 +1164,138 @@ HttpResponse Api::acl_list(Ctx& c) {
 }
 
 HttpResponse Api::acl_get(Ctx& c) { return acl_list(c); }
+
+// Network writes: the client library's (pvc/client_network.hpp, the same
+// `pvc network` uses), which checks the input, retries a lost version race
+// and gives the reference's messages; 200 done, 400 refused, 500 ZooKeeper
+// failed. The answer waits until the view shows what was written.
+HttpResponse Api::net_answer(const client::NetResult& r) {
+    if (r.ok()) settle(r.written);
+    return message(static_cast<unsigned>(r.status), quoted(r.message));
+}
+
+namespace {
+// Every `name_servers` value (repeated, or one comma-separated value).
+std::vector<std::string> name_servers(const Params& p) { return p.all("name_servers"); }
+}  // namespace
+
+HttpResponse Api::network_add(Ctx& c) {
+    for (const char* name : {"description", "domain", "mtu"})
+        if (auto v = c.p(name); v && has_control(*v)) return param_error(name, "Control characters are not allowed");
+    client::NetworkSpec s;
+    // POST /network/<vni>: the path's VNI (the reference wrote the keys at the ZooKeeper root).
+    s.vni = c.args.empty() ? c.p("vni").value_or("") : c.args[0];
+    s.description = c.p("description").value_or("");
+    s.nettype = c.p("nettype").value_or("");
+    s.mtu = c.p("mtu");
+    s.domain = c.p("domain");
+    s.name_servers = name_servers(c.params);
+    s.ip4_network = c.p("ip4_network");
+    s.ip4_gateway = c.p("ip4_gateway");
+    s.ip6_network = c.p("ip6_network");
+    s.ip6_gateway = c.p("ip6_gateway");
+    s.dhcp4 = c.flag("dhcp4");
+    s.dhcp4_start = c.p("dhcp4_start");
+    s.dhcp4_end = c.p("dhcp4_end");
+    return net_answer(client::add_network(*zk_, s));
+}
+
+HttpResponse Api::network_modify(Ctx& c) {
+    for (const char* name : {"description", "domain", "mtu"})
+        if (auto v = c.p(name); v && has_control(*v)) return param_error(name, "Control characters are not allowed");
+    client::NetworkChange ch;
+    ch.description = c.p("description");
+    ch.mtu = c.p("mtu");
+    ch.domain = c.p("domain");
+    // Only when given (the reference cleared them on every modify).
+    if (c.params.has("name_servers")) ch.name_servers = name_servers(c.params);
+    ch.ip4_network = c.p("ip4_network");
+    ch.ip4_gateway = c.p("ip4_gateway");
+    ch.ip6_network = c.p("ip6_network");
+    ch.ip6_gateway = c.p("ip6_gateway");
+    if (c.params.has("dhcp4")) ch.dhcp4 = c.flag("dhcp4");
+    ch.dhcp4_start = c.p("dhcp4_start");
+    ch.dhcp4_end = c.p("dhcp4_end");
+    return net_answer(client::modify_network(*zk_, c.args[0], ch));
+}
+
+HttpResponse Api::network_delete(Ctx& c) { return net_answer(client::remove_network(*zk_, c.args[0])); }
+
+HttpResponse Api::lease_add(Ctx& c) {
+    if (auto v = c.p("hostname"); v && has_control(*v)) return param_error("hostname", "Control characters are not allowed");
+    std::string mac = c.args.size() > 1 ? c.args[1] : c.p("macaddress").value_or("");
+    return net_answer(client::add_reservation(*zk_, c.args[0], mac, c.p("ipaddress").value_or(""), c.p("hostname")));
+}
+
+HttpResponse Api::lease_delete(Ctx& c) { return net_answer(client::remove_reservation(*zk_, c.args[0], c.args[1])); }
+
+HttpResponse Api::acl_add(Ctx& c) {
+    std::string description = c.args.size() > 1 ? c.args[1] : c.p("description").value_or("");
+    // The direction as given, default in (the reference stored any given direction as in, none as out).
+    return net_answer(client::add_acl(*zk_, c.args[0], description, c.p("rule").value_or(""),
+                                      c.p("direction").value_or("in"), c.p("order")));
+}
+
+HttpResponse Api::acl_delete(Ctx& c) { return net_answer(client::remove_acl(*zk_, c.args[0], c.args[1])); }
+
+// ---------------------------------------------------------------- SR-IOV
+
+namespace {
+Json nullable(const std::string& v) { return v.empty() ? Json(nullptr) : Json(v); }
+Json vf_object(const client::SriovVf& v) {
+    return Json{{"phy", v.phy},
+                {"pf", nullable(v.pf)},
+                {"mtu", nullable(v.mtu)},
+                {"mac", nullable(v.mac)},
+                {"config", {{"vlan_id", nullable(v.vlan_id)}, {"vlan_qos", nullable(v.vlan_qos)},
+                            {"tx_rate_min", nullable(v.tx_rate_min)}, {"tx_rate_max", nullable(v.tx_rate_max)},
+                            {"link_state", nullable(v.link_state)}, {"spoof_check", nullable(v.spoof_check)},
+                            {"trust", nullable(v.trust)}, {"query_rss", nullable(v.query_rss)}}},
+                {"pci", {{"domain", nullable(v.pci_domain)}, {"bus", nullable(v.pci_bus)},
+                         {"slot", nullable(v.pci_slot)}, {"function", nullable(v.pci_function)}}},
+                {"usage", {{"used", nullable(v.used)}, {"domain", v.used_by}}}};
+}
+HttpResponse invalid_node(const std::string& node) {
+    return message(400, "ERROR: Specified node \"" + node + "\" is invalid.");
+}
+}  // namespace
+
+HttpResponse Api::sriov_pf_list(Ctx& c) {
+    std::string node = c.args.empty() ? c.p("node").value_or("") : c.args[0];
+    auto pfs = client::read_sriov_pfs(*zk_, node);
+    if (!pfs) return invalid_node(node);
+    if (pfs->empty()) return message(404, "PF not found.");
+    Json out = Json::array();
+    for (const auto& p : *pfs) out.push_back(Json{{"phy", p.phy}, {"mtu", nullable(p.mtu)}, {"vfs", p.vfs}});
+    return json_response(200, out);
+}
+
+HttpResponse Api::sriov_vf_list(Ctx& c) {
+    std::string node = c.args.empty() ? c.p("node").value_or("") : c.args[0];
+    auto vfs = client::read_sriov_vfs(*zk_, node, c.args.size() > 1 ? std::nullopt : c.p("pf"));
+    if (!vfs) return invalid_node(node);
+    Json out = Json::array();
+    for (const auto& v : *vfs)
+        if (c.args.size() < 2 || v.phy == c.args[1]) out.push_back(vf_object(v));
+    if (c.args.size() > 1 && out.empty()) return message(404, "No VF '" + c.args[1] + "' found on node '" + node + "'");
+    if (out.empty()) return message(404, "VF not found.");
+    return json_response(200, out);
+}
+
+HttpResponse Api::sriov_vf_set(Ctx& c) {
+    client::VfConfig v;
+    v.vlan_id = c.p("vlan_id");
+    v.vlan_qos = c.p("vlan_qos");
+    v.tx_rate_min = c.p("tx_rate_min");
+    v.tx_rate_max = c.p("tx_rate_max");
+    v.link_state = c.p("link_state");
+    v.spoof_check = c.p("spoof_check");
+    v.trust = c.p("trust");
+    v.query_rss = c.p("query_rss");
+    // The SR-IOV routes read ZooKeeper itself (the view does not mirror VF config keys): nothing to wait for.
+    auto r = client::set_vf(*zk_, c.args[0], c.args[1], v);
+    return message(static_cast<unsigned>(r.status), quoted(r.message));
+}
 
 // ---------------------------------------------------------------- storage
 

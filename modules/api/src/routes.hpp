@@ -13,6 +13,7 @@
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "objects.hpp"
+#include "pvc/client_network.hpp"
 #include "pvc/service_registry.hpp"
 #include "settings.hpp"
 
@@ -62,6 +63,16 @@ public:
     HttpResponse lease_get(Ctx&);
     HttpResponse acl_list(Ctx&);
     HttpResponse acl_get(Ctx&);
+    HttpResponse network_add(Ctx&);
+    HttpResponse network_modify(Ctx&);
+    HttpResponse network_delete(Ctx&);
+    HttpResponse lease_add(Ctx&);
+    HttpResponse lease_delete(Ctx&);
+    HttpResponse acl_add(Ctx&);
+    HttpResponse acl_delete(Ctx&);
+    HttpResponse sriov_pf_list(Ctx&);
+    HttpResponse sriov_vf_list(Ctx&);
+    HttpResponse sriov_vf_set(Ctx&);
     HttpResponse ceph_status(Ctx&);
     HttpResponse ceph_util(Ctx&);
     HttpResponse osd_list(Ctx&);
@@ -90,6 +101,9 @@ private:
     void settle(const std::vector<zk::KeyValue>& kvs);
     void settle(const std::vector<std::pair<std::string, std::optional<std::string>>>& want);
     std::string read_key(const std::string& path);  // ZooKeeper itself, "" when absent
+    // A network write's answer (pvc/client_network.hpp): its status and
+    // message, once the view shows what it wrote.
+    HttpResponse net_answer(const client::NetResult& r);
     // The relayed exporters (Ceph MGR, ZooKeeper); nullopt when unreachable.
     // Shared by concurrent scrapes, an answer reused for 5 s (fetch.hpp).
     std::optional<std::string> ceph_exporter();

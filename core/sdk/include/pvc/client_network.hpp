@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pvc/export.hpp"
@@ -26,9 +27,12 @@ namespace pvc::client {
 
 // The outcome of a network operation: HTTP-style status (200 done, 400
 // refused with the reason in `message`, 500 ZooKeeper failed) and the text.
+// `written`: on success, each key written with its value (nullopt: removed),
+// for a caller that waits until a watched view shows them.
 struct NetResult {
     int status = 200;
     std::string message;
+    std::vector<std::pair<std::string, std::optional<std::string>>> written = {};
     bool ok() const { return status == 200; }
 };
 
