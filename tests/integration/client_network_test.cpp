@@ -125,6 +125,10 @@ TEST_F(ClientNetwork, AddRefusesBadInputWritingNothing) {
     s.ip4_gateway = "10.11.0.1";
     expect_refused(s, "ERROR: IPv4 gateway '10.11.0.1' is not a host address of network '10.10.0.0/24'!");
     s = managed();
+    s.ip4_network = std::nullopt;
+    s.dhcp4 = false;
+    expect_refused(s, "ERROR: IPv4 gateway '10.10.0.1' is set without an IPv4 network!");
+    s = managed();
     s.name_servers = {"dns.example"};
     expect_refused(s, "ERROR: Name server 'dns.example' is not a valid IP address!");
     s = managed();
@@ -153,6 +157,7 @@ TEST_F(ClientNetwork, ModifyWritesOnlyWhatIsGivenAndKeepsNameServers) {
     c.description = desc_ + "-b";
     ASSERT_TRUE(client::modify_network(*zk_, vni_, c).ok());
     EXPECT_EQ(get(path("network.ip6.dhcp", {vni_})), "False");
+    EXPECT_EQ(get(path("network.ip6.gateway", {vni_})), "None");  // no gateway without its network
     EXPECT_EQ(get(path("network.nameservers", {vni_})), "10.10.0.3");
     EXPECT_EQ(get(path("network.vni", {vni_})), desc_ + "-b");
 

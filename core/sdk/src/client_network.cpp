@@ -158,6 +158,10 @@ std::string check_values(const Values& v) {
         if (!net6 || net6->address.family != 6)
             return "ERROR: IPv6 network '" + *v.ip6_network + "' is not valid (address/prefix, no host bits)!";
     }
+    if (!unset(v.ip4_gateway) && !net4)
+        return "ERROR: IPv4 gateway '" + *v.ip4_gateway + "' is set without an IPv4 network!";
+    if (!unset(v.ip6_gateway) && !net6)
+        return "ERROR: IPv6 gateway '" + *v.ip6_gateway + "' is set without an IPv6 network!";
     if (!unset(v.ip4_gateway)) {
         if (auto e = check_address_in("IPv4 gateway", *v.ip4_gateway, 4, net4, v.ip4_network.value_or(""));
             !e.empty())
@@ -359,7 +363,11 @@ NetResult modify_network(zk::Session& session, const std::string& id, const Netw
         v.mtu = change.mtu;
         v.domain = change.domain;
         v.ip4_network = change.ip4_network ? change.ip4_network : get("network.ip4.network");
-        v.ip4_gateway = change.ip4_gateway ? change.ip4_gateway : get("network.ip4.gateway");
+        // A network cleared without a gateway given clears its gateway too
+        // (the network module refuses a gateway without its network).
+        const bool clear4 = change.ip4_network && unset(change.ip4_network) && !change.ip4_gateway;
+        const bool clear6 = change.ip6_network && unset(change.ip6_network) && !change.ip6_gateway;
+        v.ip4_gateway = change.ip4_gateway ? change.ip4_gateway : clear4 ? std::nullopt : get("network.ip4.gateway");
         v.ip6_network = change.ip6_network ? change.ip6_network : get("network.ip6.network");
         v.ip6_gateway = change.ip6_gateway ? change.ip6_gateway : get("network.ip6.gateway");
         if (change.ip6_network && !change.ip6_gateway)
@@ -388,12 +396,14 @@ NetResult modify_network(zk::Session& session, const std::string& id, const Netw
         if (servers) write("network.nameservers", join(*servers, ","));
         if (change.ip4_network) write("network.ip4.network", *change.ip4_network);
         if (change.ip4_gateway) write("network.ip4.gateway", *change.ip4_gateway);
+        else if (clear4) write("network.ip4.gateway", "None");
         if (change.ip6_network) {
             write("network.ip6.network", *change.ip6_network);
             write("network.ip6.dhcp", zk::py_bool(!unset(change.ip6_network)));
         }
         if (change.ip6_gateway) write("network.ip6.gateway", *change.ip6_gateway);
-        else if (change.ip6_network && !unset(change.ip6_network)) write("network.ip6.gateway", *v.ip6_gateway);
+        else if (clear6) write("network.ip6.gateway", "None");
+        else if (change.ip6_network) write("network.ip6.gateway", *v.ip6_gateway);
         if (change.dhcp4) write("network.ip4.dhcp", zk::py_bool(*change.dhcp4));
         if (change.dhcp4_start) write("network.ip4.dhcp_start", *change.dhcp4_start);
         if (change.dhcp4_end) write("network.ip4.dhcp_end", *change.dhcp4_end);
