@@ -62,7 +62,6 @@ void FencingModule::start(NodeContext& ctx) {
     const Config& cfg = ctx.config;
     const Settings& own = settings_;
     register_own_bmc(ctx);
-    check_own_bmc(ctx.logger);
     ipmi_ = std::make_unique<Ipmitool>(own.ipmitool_args, std::chrono::seconds(own.ipmi_timeout));
     locks_ = std::make_unique<services::RbdLocksOrNone>(ctx.services, ctx.logger);
     if (cfg.daemon_mode == "coordinator") {
@@ -94,6 +93,12 @@ void FencingModule::start(NodeContext& ctx) {
         if (state == "run") t->self_fence->on_run();
         else if (state == "shutdown" || state == "stop") t->self_fence->disarm();
     });
+    // Last: nothing after it can throw, so stop() always joins its thread.
+    check_own_bmc(ctx.logger);
+}
+
+FencingModule::~FencingModule() {
+    if (own_check_.joinable()) own_check_.join();
 }
 
 void FencingModule::stop() {

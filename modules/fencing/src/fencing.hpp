@@ -22,6 +22,7 @@ FenceSettings settings_from(const Config& cfg, const Settings& own);
 
 class FencingModule final : public Module {
 public:
+    ~FencingModule() override;
     std::string_view name() const override { return "fencing"; }
     // Reads the module's keys (Settings); start() runs with what it read.
     void configure(const Config& config, ConfigProblems& problems) override;
