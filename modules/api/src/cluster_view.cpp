@@ -292,6 +292,7 @@ void ClusterView::on_children(const std::string& path, const std::optional<std::
     std::sort(kids.begin(), kids.end());
     std::vector<std::string> added;
     std::vector<std::shared_ptr<zk::Watch>> cancel;
+    bool first_answer = false;
     {
         std::unique_lock<WriterFirstMutex> l(m_);
         auto it = entries_.find(path);
@@ -299,17 +300,20 @@ void ClusterView::on_children(const std::string& path, const std::optional<std::
         Entry& e = it->second;
         if (!e.children_seen) {
             e.children_seen = true;
-            seen();
+            first_answer = true;
         }
-        if (kids == e.children) return;
-        std::vector<std::string> removed;
-        std::set_difference(e.children.begin(), e.children.end(), kids.begin(), kids.end(), std::back_inserter(removed));
-        std::set_difference(kids.begin(), kids.end(), e.children.begin(), e.children.end(), std::back_inserter(added));
-        e.children = kids;
-        bump(path);
-        for (const auto& r : removed) {
-            erase_subtree(path + "/" + r, cancel);
-            bump(path + "/" + r);
+        if (kids != e.children) {
+            std::vector<std::string> removed;
+            std::set_difference(e.children.begin(), e.children.end(), kids.begin(), kids.end(),
+                                std::back_inserter(removed));
+            std::set_difference(kids.begin(), kids.end(), e.children.begin(), e.children.end(),
+                                std::back_inserter(added));
+            e.children = kids;
+            bump(path);
+            for (const auto& r : removed) {
+                erase_subtree(path + "/" + r, cancel);
+                bump(path + "/" + r);
+            }
         }
     }
     watch_count_ -= cancel.size();
@@ -318,6 +322,12 @@ void ClusterView::on_children(const std::string& path, const std::optional<std::
         std::string child = path + "/" + a;
         if (!is_excluded(child)) enqueue(child);
     }
+    // The first answer counts as seen only once its children are queued:
+    // counted before, the last container answering during the first load
+    // left an instant with nothing queued and nothing in flight, and
+    // ready() latched with that container's children not yet mirrored (a
+    // request then answered from a partial view).
+    if (first_answer) seen();
 }
 
 std::optional<std::string> ClusterView::Reader::get(const std::string& path) const {

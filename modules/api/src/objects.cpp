@@ -8,6 +8,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include "pvc/client.hpp"
 #include "pvc/domain_xml.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/strings.hpp"
@@ -144,6 +145,11 @@ Json node_object(const Reader& r, const std::string& n) {
     auto plugins = words(r.value(path("node.monitoring.plugins", {n})));
     Json details = Json::array();
     for (const auto& p : plugins) {
+        // A name that cannot be one znode name (a '/' in the value a node
+        // wrote) has no data to read: listed, without details, instead of
+        // failing the node's object (GET /node, /status and the metrics
+        // answered 500 for every node).
+        if (!client::is_safe_name(p)) continue;
         details.push_back({{"name", p},
                            {"last_run", to_int(r.value(path("monitoring_plugin.last_run", {n, p}))).value_or(0)},
                            {"health_delta", to_int(r.value(path("monitoring_plugin.health_delta", {n, p}))).value_or(0)},
