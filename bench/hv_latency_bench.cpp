@@ -165,14 +165,17 @@ int main(int argc, char** argv) {
     cfg.enable_hypervisor = true;
     cfg.coordinators = {server.hosts()};
     cfg.zookeeper_hosts = server.hosts();
-    cfg.cluster.domain = "pvc.local";
     // The module reads its own keys from the document (Module::configure).
-    cfg.document = pvc::parse_config_tree("pvc:\n  system:\n    hypervisor:\n      libvirt_uri: \"" + uri + "\"\n",
+    cfg.document = pvc::parse_config_tree("pvc:\n"
+                                          "  cluster:\n    networks:\n      cluster:\n        domain: pvc.local\n"
+                                          "  system:\n"
+                                          "    hypervisor:\n      libvirt_uri: \"" + uri + "\"\n"
+                                          "    configuration:\n"
+                                          "      directories:\n        console_log_directory: \"" + console.string() + "\"\n"
+                                          "      logging:\n        console_log_lines: 100\n",
                                           "bench.yaml");
     cfg.vm_shutdown_timeout = 3;
     cfg.keepalive_interval = 5;
-    cfg.console_log_directory = console;
-    cfg.console_log_lines = 100;
     cfg.dynamic_directory = tmp.path() / "run";
     cfg.log_directory = tmp.path() / "log";
 
