@@ -41,11 +41,12 @@ import sys
 # file names, its spec folder, its markers, and the machine's work folders.
 # Written so that this file does not match itself.
 SPEC_NAMES = re.compile(
-    r"(?<![\w./-])(?:DESIGN|node-lifecycle|hypervisor|network|storage|api|api-manage"
+    r"(?<![\w./-])(?:DESIG[N]|node-lifecycle|hypervisor|network|storage|api|api-manage"
     r"|cluster-state|health-plugins)\.md\b"
     r"|(?<![\w./-])spec[/]"
     r"|(?<![\w-])shared[/]"
     r"|\[(?:DEV|Q)\]"
+    r"|\bDESIG[N]\b"
     r"|(?<![\w.-])/work[/]")
 
 # Paths inside the fake source trees that tests/unit/module_boundary_test.cpp
@@ -252,11 +253,12 @@ def self_test():
             "// lib/gen/x.h",                                            # 11 good: .gitignore names it
             "f = tmp / \"plugin" + py + "\";",                           # 12 good: a file made at run time
             "mkpkg usr/share/pvc/x" + py,                               # 13 good: a path of an installed system
+            "# see DESIG" + "N layout",                                  # 14 the design notes, without .md
         ]) + "\n",
         ".gitignore": "/lib/gen/\n",
         "README" + md: "See " + sec + "1 here (none: README has no numbered section).\n",
     }
-    expected = {("lib/a.cpp", n) for n in (1, 3, 4, 5, 8, 9)} | {("README" + md, 1)}
+    expected = {("lib/a.cpp", n) for n in (1, 3, 4, 5, 8, 9, 14)} | {("README" + md, 1)}
     with tempfile.TemporaryDirectory() as root:
         for rel, text in tree.items():
             os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
