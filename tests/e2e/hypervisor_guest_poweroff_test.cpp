@@ -18,11 +18,13 @@
 
 #include "lab.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using pvc::trim;
 using pvc::e2e::Client;
 using pvc::e2e::Lab;
 using pvc::e2e::NodeView;
@@ -42,11 +44,6 @@ size_t count(const std::string& text, const std::string& what) {
     size_t n = 0;
     for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size())) ++n;
     return n;
-}
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
 }
 
 // Direct kernel boot of the Debian kernel with the busybox initramfs; serial

@@ -14,6 +14,7 @@
 #include <libvirt/virterror.h>
 
 #include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
 
 namespace pvc::e2e {
 
@@ -29,11 +30,6 @@ constexpr const char* lab_net = "10.123.1";
 std::string env_or(const char* name, const std::string& fallback) {
     const char* v = std::getenv(name);
     return v && *v ? v : fallback;
-}
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
 }
 
 void quiet_libvirt_errors() {
