@@ -398,7 +398,15 @@ void Api::settle(const std::vector<std::pair<std::string, std::optional<std::str
             bool all = std::all_of(want.begin(), want.end(), [&](const auto& kv) {
                 const auto& [p, value] = kv;
                 if (is_excluded(p)) return true;  // not mirrored (a console log)
-                return value ? r.get(p) == value : !r.exists(p);
+                if (value) return r.get(p) == value;
+                // A removal is settled once the parent's list of children has
+                // lost it too: lists (GET /network) are read from that list,
+                // which the view learns of by a watch of its own.
+                if (r.exists(p)) return false;
+                auto slash = p.rfind('/');
+                if (slash == std::string::npos || slash == 0) return true;
+                auto kids = r.children(p.substr(0, slash));
+                return std::find(kids.begin(), kids.end(), p.substr(slash + 1)) == kids.end();
             });
             if (all) return;
         }
