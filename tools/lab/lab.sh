@@ -108,10 +108,17 @@ os.execv("/bin/bash", ["bash"] + sys.argv[1:])' "$0" run "$@"
     # until_ok SECONDS WHAT COMMAND...: polls every 0.2 s.
     until_ok() {
         local end=$(( $(now_ms) + $1 * 1000 )) what=$2; shift 2
-        until "$@"; do [ "$(now_ms)" -lt "$end" ] || lab_die "timed out waiting for $what"; sleep 0.2; done
+        until "$@"; do
+            if [ "$(now_ms)" -ge "$end" ]; then
+                # What the last `pvc` call said (field() keeps its error output).
+                [ -s "$PVC_LAB_DIR/field.err" ] && sed 's/^/  pvc: /' "$PVC_LAB_DIR/field.err" >&2
+                lab_die "timed out waiting for $what"
+            fi
+            sleep 0.2
+        done
     }
     field() {  # NOUN NAME FIELD: a field of `pvc NOUN info NAME --format json`
-        "$pvcbin" --zookeeper "$zk" "$1" info "$2" --format json 2>/dev/null | /usr/bin/python3 -c '
+        "$pvcbin" --zookeeper "$zk" "$1" info "$2" --format json 2>"$PVC_LAB_DIR/field.err" | /usr/bin/python3 -c '
 import json, sys
 try:
     print(json.load(sys.stdin).get(sys.argv[1], ""))
