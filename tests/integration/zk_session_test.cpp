@@ -2,6 +2,7 @@
 // transactions, ephemerals, kazoo-style watches.
 #include <pvc/test/zk_server.hpp>
 #include <pvc/zk.hpp>
+#include <pvc/zk_sync.hpp>
 
 #include <gtest/gtest.h>
 
@@ -104,6 +105,24 @@ TEST_F(ZkSession, GetManyOnAClosedSessionThrows) {
     try {
         session_->get_many({key("m1"), key("m2")});
         FAIL() << "get_many on a closed session succeeded";
+    } catch (const zk::Error& e) {
+        EXPECT_EQ(e.status, zk::Status::closed);
+    }
+}
+
+// zk::sync: one round trip, then another client's committed write is read;
+// on a closed session it throws as a read does.
+TEST_F(ZkSession, SyncThenReadSeesAnotherClientsWriteAndThrowsWhenClosed) {
+    auto other = zk::Session::connect({server_->hosts(), 10s, 15s, 10s});
+    ASSERT_TRUE(other->write(key("synced"), "v1"));
+    zk::sync(*session_);
+    zk::sync(*session_, key("synced"));
+    EXPECT_EQ(session_->get(key("synced")), "v1");
+    other->close();
+    session_->close();
+    try {
+        zk::sync(*session_);
+        FAIL() << "sync on a closed session succeeded";
     } catch (const zk::Error& e) {
         EXPECT_EQ(e.status, zk::Status::closed);
     }

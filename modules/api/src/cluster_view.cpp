@@ -331,30 +331,54 @@ void ClusterView::on_children(const std::string& path, const std::optional<std::
 }
 
 std::optional<std::string> ClusterView::Reader::get(const std::string& path) const {
-    auto it = view_.entries_.find(path);
-    if (it == view_.entries_.end()) return std::nullopt;
+    if (zk_) {
+        auto it = values_.find(path);
+        if (it == values_.end()) it = values_.emplace(path, zk_->get(path)).first;
+        return it->second;
+    }
+    auto it = view_->entries_.find(path);
+    if (it == view_->entries_.end()) return std::nullopt;
     return it->second.value;
 }
 
 bool ClusterView::Reader::exists(const std::string& path) const {
-    auto it = view_.entries_.find(path);
-    return it != view_.entries_.end() && it->second.value.has_value();
+    if (zk_) return get(path).has_value();
+    auto it = view_->entries_.find(path);
+    return it != view_->entries_.end() && it->second.value.has_value();
 }
 
 std::vector<std::string> ClusterView::Reader::children(const std::string& path) const {
-    auto it = view_.entries_.find(path);
-    if (it == view_.entries_.end()) return {};
+    if (zk_) {
+        auto it = children_.find(path);
+        if (it == children_.end())
+            it = children_.emplace(path, zk_->children(path).value_or(std::vector<std::string>{})).first;
+        return it->second;
+    }
+    auto it = view_->entries_.find(path);
+    if (it == view_->entries_.end()) return {};
     return it->second.children;
 }
 
+void ClusterView::Reader::prefetch(const std::vector<std::string>& paths) const {
+    if (!zk_) return;
+    std::vector<std::string> want;
+    for (const auto& p : paths)
+        if (!values_.count(p)) want.push_back(p);
+    if (want.empty()) return;
+    auto got = zk_->get_many(want);
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) values_.emplace(want[i], std::move(got[i]));
+}
+
 uint64_t ClusterView::Reader::root_generation(const std::string& root) const {
-    auto it = view_.root_gen_.find(root);
-    return it == view_.root_gen_.end() ? 0 : it->second;
+    if (!view_) return 0;
+    auto it = view_->root_gen_.find(root);
+    return it == view_->root_gen_.end() ? 0 : it->second;
 }
 
 uint64_t ClusterView::Reader::generation(const std::string& object_root) const {
-    auto it = view_.object_gen_.find(object_root);
-    return it == view_.object_gen_.end() ? 0 : it->second;
+    if (!view_) return 0;
+    auto it = view_->object_gen_.find(object_root);
+    return it == view_->object_gen_.end() ? 0 : it->second;
 }
 
 }  // namespace pvc::api

@@ -70,6 +70,9 @@ public:
     size_t size() const;
     size_t watches() const { return watch_count_.load(); }
 
+    // What one response reads: the view under its shared lock (read()), or
+    // ZooKeeper itself (read_through()). Routes and object builders read
+    // through this one interface, so a request is answered from either.
     class Reader {
     public:
         std::optional<std::string> get(const std::string& path) const;
@@ -77,19 +80,36 @@ public:
         bool exists(const std::string& path) const;
         // Children names (lock contenders left out), sorted.
         std::vector<std::string> children(const std::string& path) const;
+        // Reads these values at once (one round trip) before get() asks for
+        // them one by one; nothing to do on the view.
+        void prefetch(const std::vector<std::string>& paths) const;
+        // True for a reader of ZooKeeper itself.
+        bool through() const { return zk_ != nullptr; }
         // Changes seen under /<a>/<b> (an object: /domains/<uuid>, /nodes/<n>) since start.
+        // A reader of ZooKeeper has no generations (0): nothing it reads is cached.
         uint64_t generation(const std::string& object_root) const;
-        uint64_t generation() const { return view_.gen_; }
+        uint64_t generation() const { return view_ ? view_->gen_ : 0; }
         // Changes seen anywhere under a root ("/domains").
         uint64_t root_generation(const std::string& root) const;
 
     private:
         friend class ClusterView;
-        Reader(const ClusterView& v) : view_(v), lock_(v.m_) {}
-        const ClusterView& view_;
+        Reader(const ClusterView& v) : view_(&v), lock_(v.m_) {}
+        explicit Reader(zk::Session& zk) : zk_(&zk) {}
+        const ClusterView* view_ = nullptr;
         std::shared_lock<WriterFirstMutex> lock_;
+        // Reading ZooKeeper: each znode read once, kept for the reader's life
+        // (one consistent enough picture for one response).
+        zk::Session* zk_ = nullptr;
+        mutable std::map<std::string, std::optional<std::string>> values_;
+        mutable std::map<std::string, std::vector<std::string>> children_;
     };
     Reader read() const { return Reader(*this); }
+    // A reader of ZooKeeper itself, holding no lock of the view: what a
+    // request uses when the view may lag (see routes.cpp, Api::handle). The
+    // caller syncs the session first (pvc/zk_sync.hpp). Reads throw
+    // zk::Error when ZooKeeper cannot answer.
+    static Reader read_through(zk::Session& zk) { return Reader(zk); }
 
 private:
     struct Entry {

@@ -618,6 +618,9 @@ std::string daemon_metrics(const Reader& r, const DaemonFigures& f, size_t view_
     o.sample("pvcnoded_failed_tasks", {}, std::to_string(f.failed_tasks.load()));
     o.metric("pvcnoded_api_view_znodes", "znodes mirrored by the API's cluster view");
     o.sample("pvcnoded_api_view_znodes", {}, std::to_string(view_size));
+    o.metric("pvcnoded_api_confirmed_reads",
+             "Reads of a named object the API's view did not answer, answered again from ZooKeeper");
+    o.sample("pvcnoded_api_confirmed_reads", {}, std::to_string(f.confirmed_reads.load()));
     if (const HttpServer::Counters* c = f.server.load()) {
         o.metric("pvcnoded_api_requests", "API requests answered since this node became primary");
         o.sample("pvcnoded_api_requests", {}, std::to_string(c->requests.load()));

@@ -23,6 +23,8 @@ struct DaemonFigures {
     std::atomic<double> zookeeper_latency_s{0};    // a read's round trip, measured each keepalive
     std::atomic<double> keepalive_interval_s{0};   // between the last two keepalive ticks
     std::atomic<uint64_t> failed_tasks{0};
+    // Reads of a named object the view did not answer, answered again from ZooKeeper (routes.cpp).
+    std::atomic<uint64_t> confirmed_reads{0};
     std::function<uint64_t()> zookeeper_requests;  // requests sent by this daemon's session
     std::atomic<const HttpServer::Counters*> server{nullptr};  // while serving
 

@@ -341,21 +341,34 @@ VmCache::Item& VmCache::item(const Reader& r, const std::string& uuid) {
 }
 
 std::shared_ptr<const std::string> VmCache::get(const Reader& r, const std::string& uuid) {
+    // Read from ZooKeeper itself: built for this answer only, outside the
+    // cache's lock (its reads wait on ZooKeeper), and never cached (the
+    // cache follows the view's generations).
+    if (r.through()) {
+        auto obj = vm_object(r, uuid);
+        return obj ? std::make_shared<const std::string>(dump(*obj)) : nullptr;
+    }
     std::lock_guard g(m_);
     return item(r, uuid).text;
 }
 
 bool VmCache::readable(const Reader& r, const std::string& uuid) {
+    if (r.through()) return vm_object(r, uuid).has_value();
     std::lock_guard g(m_);
     return item(r, uuid).text != nullptr;
 }
 
 std::shared_ptr<const VmCache::Lines> VmCache::metric_lines(const Reader& r, const std::string& uuid) {
+    if (r.through()) {
+        auto obj = vm_object(r, uuid);
+        return obj && build_lines_ ? std::make_shared<const Lines>(build_lines_(*obj)) : nullptr;
+    }
     std::lock_guard g(m_);
     return item(r, uuid).metrics;
 }
 
 std::shared_ptr<const std::string> VmCache::list_body(const Reader& r, const std::function<std::string()>& build) {
+    if (r.through()) return std::make_shared<const std::string>(build());
     uint64_t gen = r.root_generation("/domains");
     {
         std::lock_guard g(m_);

@@ -12,6 +12,7 @@
 #include "pvc/services/rbd_volumes.hpp"
 #include "pvc/strings.hpp"
 #include "pvc/target.hpp"
+#include "pvc/zk_sync.hpp"
 #include "fetch.hpp"
 #include "request.hpp"
 
@@ -26,6 +27,8 @@ struct Api::Ctx {
     std::vector<std::string> args;  // the route's path arguments
     Params params;
     std::stop_token stop;
+    // Reads go to ZooKeeper itself, the session synced (Api::handle).
+    bool through = false;
     std::optional<std::string> p(std::string_view name) const { return params.get(name); }
     bool flag(std::string_view name) const { return truthy(params.get(name)); }
 };
@@ -376,10 +379,45 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
             return param_error(p.name, p.help ? p.help : missing);
     }
     if (!view_.wait_ready(10s)) return message(503, "The cluster view is not loaded yet; try again");
-    return (this->*(route->fn))(c);
+    // Read your writes, and every other client's. The view trails
+    // ZooKeeper by the time its watches take (a VM another client had just
+    // defined was "not found" for 77 ms). So what ZooKeeper held when a
+    // request arrived is confirmed against ZooKeeper itself (a sync, then
+    // reads; docs/wire-contract.md §6.11):
+    // - a write (every route but GET) reads from ZooKeeper from the start:
+    //   its checks and decisions never rest on the view;
+    // - a read of a named object (a GET with path arguments) that the view
+    //   answers 404 or 400 (not found, or not found yet) is answered again
+    //   from ZooKeeper.
+    // Lists (GET without path arguments) answer from the view alone.
+    bool write = route->method != "GET";
+    if (write)
+        if (auto bad = confirm(c)) return *bad;
+    HttpResponse res = (this->*(route->fn))(c);
+    if (!write && !c.through && !c.args.empty() && (res.status == 404 || res.status == 400) &&
+        !c.stop.stop_requested()) {
+        if (auto bad = confirm(c)) return *bad;
+        figures_.confirmed_reads++;
+        res = (this->*(route->fn))(c);
+    }
+    return res;
 }
 
 std::string Api::read_key(const std::string& p) { return zk_->get(p).value_or(""); }
+
+ClusterView::Reader Api::reader(const Ctx& c) const {
+    return c.through ? ClusterView::read_through(*zk_) : view_.read();
+}
+
+std::optional<HttpResponse> Api::confirm(Ctx& c) {
+    try {
+        zk::sync(*zk_);
+    } catch (const zk::Error& e) {
+        return message(503, std::string("ERROR: ZooKeeper could not confirm the cluster's state: ") + e.what());
+    }
+    c.through = true;
+    return std::nullopt;
+}
 
 void Api::settle(const std::string& p, const std::optional<std::string>& value) {
     settle(std::vector<std::pair<std::string, std::optional<std::string>>>{{p, value}});
@@ -468,7 +506,7 @@ HttpResponse Api::node_list(Ctx& c) {
 HttpResponse Api::node_get(Ctx& c) {
     Limit l = compile(c.args[0], false, c.stop);
     if (!l.re) return message(400, "Regex Error: " + l.error);
-    auto r = view_.read();
+    auto r = reader(c);
     Json out = Json::array();
     for (const auto& n : r.children(path("base.node")))
         if (full_match(l, n)) out.push_back(node_object(r, n));
@@ -480,7 +518,7 @@ HttpResponse Api::node_state_get(Ctx& c) {
     const std::string& n = c.args[0];
     auto segs = parse_target(c.req.target).segments;
     std::string which = segs.back();
-    auto r = view_.read();
+    auto r = reader(c);
     if (!r.exists(path("node.name", {n}))) return message(404, "Node not found.");
     if (which == "daemon-state") return json_response(200, Json{{"name", n}, {"daemon_state", r.value(path("node.state.daemon", {n}))}});
     if (which == "coordinator-state")
@@ -532,15 +570,17 @@ HttpResponse Api::node_log(Ctx& c) {
 
 // ---------------------------------------------------------------- VMs
 
-std::optional<std::string> Api::find_vm(const std::string& id) {
-    {
-        auto r = view_.read();
-        if (is_uuid(id) && r.exists(path("domain.name", {lower(id)}))) return lower(id);
-        for (const auto& u : r.children(path("base.domain")))
-            if (r.value(path("domain.name", {u})) == id) return u;
+std::optional<std::string> Api::find_vm(Ctx& c, const std::string& id) {
+    auto r = reader(c);
+    if (is_uuid(id) && r.exists(path("domain.name", {lower(id)}))) return lower(id);
+    auto uuids = r.children(path("base.domain"));
+    if (r.through()) {  // from ZooKeeper: the names in one round trip, not one per VM
+        std::vector<std::string> names;
+        for (const auto& u : uuids) names.push_back(path("domain.name", {u}));
+        r.prefetch(names);
     }
-    // Not in the view: one that was just defined may be on its way.
-    if (is_uuid(id) && zk_->exists(path("domain.name", {lower(id)}))) return lower(id);
+    for (const auto& u : uuids)
+        if (r.value(path("domain.name", {u})) == id) return u;
     return std::nullopt;
 }
 
@@ -555,7 +595,7 @@ HttpResponse Api::lists_vms(Ctx& c, const std::optional<std::string>& limit, boo
             if (!l.re) return message(400, "Regex Error: " + l.error);
         }
     }
-    auto r = view_.read();
+    auto r = reader(c);
     auto node = c.p("node"), state = c.p("state"), tag = c.p("tag");
     bool negate = c.flag("negate");
     if (!exact) {
@@ -609,9 +649,9 @@ HttpResponse Api::lists_vms(Ctx& c, const std::optional<std::string>& limit, boo
 HttpResponse Api::vm_list(Ctx& c) { return lists_vms(c, c.p("limit"), false); }
 HttpResponse Api::vm_get(Ctx& c) { return lists_vms(c, c.args[0], true); }
 
-std::optional<std::string> Api::choose_target(const std::string& node_limit, const std::string& selector,
+std::optional<std::string> Api::choose_target(Ctx& c, const std::string& node_limit, const std::string& selector,
                                               const std::string& current) {
-    auto r = view_.read();
+    auto r = reader(c);
     std::vector<target::NodeFigures> nodes;
     for (const auto& n : r.children(path("base.node"))) {
         target::NodeFigures f;
@@ -692,22 +732,22 @@ HttpResponse Api::vm_define(Ctx& c) {
         if (!client::is_safe_name(t) || t.size() > 255) return param_error("user_tags", "Invalid tag name");
     for (const auto& t : protected_tags)
         if (!client::is_safe_name(t) || t.size() > 255) return param_error("protected_tags", "Invalid tag name");
-    if (zk_->exists(path("domain.name", {uuid})) || find_vm(x.name))
+    if (zk_->exists(path("domain.name", {uuid})) || find_vm(c, x.name))
         return message(400, "ERROR: Specified VM '" + x.name + "' or UUID '" + uuid + "' matches an existing VM on the cluster");
     std::string node = c.p("node").value_or("");
     {
-        auto r = view_.read();
+        auto r = reader(c);
         if (!node.empty() && (!client::is_safe_name(node) || !r.exists(path("node.name", {node}))))
             return message(400, "ERROR: Specified node '" + node + "' is invalid.");
     }
     std::string selector = c.p("selector").value_or("");
     if (node.empty()) {
-        auto t = choose_target("", selector == "none" ? "" : selector, "");
+        auto t = choose_target(c, "", selector == "none" ? "" : selector, "");
         if (!t) return message(400, "ERROR: Could not find a valid target node for VM '" + x.name + "'.");
         node = *t;
     }
     {
-        auto r = view_.read();
+        auto r = reader(c);
         if (auto refused = admission(r, xml, x, node, "VM configuration")) return message(400, *refused);
     }
     client::VmDefinition def;
@@ -741,7 +781,7 @@ HttpResponse Api::vm_define(Ctx& c) {
 
 HttpResponse Api::vm_modify(Ctx& c) {
     const std::string& vm = c.args[0];
-    auto u = find_vm(vm);
+    auto u = find_vm(c, vm);
     if (!u) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
     std::string xml = *c.p("xml");
     DomainXml x;
@@ -753,7 +793,7 @@ HttpResponse Api::vm_modify(Ctx& c) {
     if (!x.memory_kib || !x.vcpus) return message(400, "XML is malformed or incorrect: no valid <memory> or <vcpu> element");
     std::string name = read_key(path("domain.name", {*u}));
     {
-        auto r = view_.read();
+        auto r = reader(c);
         if (auto refused = admission(r, xml, x, r.value(path("domain.node", {*u})), "Updated VM configuration"))
             return message(400, *refused);
     }
@@ -781,7 +821,7 @@ HttpResponse Api::vm_modify(Ctx& c) {
 
 HttpResponse Api::vm_delete(Ctx& c) {
     const std::string& vm = c.args[0];
-    auto u = find_vm(vm);
+    auto u = find_vm(c, vm);
     if (!u) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
     bool disks = c.flag("delete_disks");
     auto t0 = Clock::now();
@@ -845,15 +885,15 @@ HttpResponse Api::vm_delete(Ctx& c) {
 }
 
 HttpResponse Api::vm_state_get(Ctx& c) {
-    auto u = find_vm(c.args[0]);
+    auto u = find_vm(c, c.args[0]);
     if (!u) return message(404, "VM not found.");
-    auto r = view_.read();
+    auto r = reader(c);
     return json_response(200, Json{{"name", c.args[0]}, {"state", r.value(path("domain.state", {*u}))}});
 }
 
 HttpResponse Api::vm_state_post(Ctx& c) {
     const std::string& vm = c.args[0];
-    auto u = find_vm(vm);
+    auto u = find_vm(c, vm);
     if (!u) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
     return set_vm_state(c, *u);
 }
@@ -904,9 +944,9 @@ HttpResponse Api::set_vm_state(Ctx& c, const std::string& u) {
 }
 
 HttpResponse Api::vm_node_get(Ctx& c) {
-    auto u = find_vm(c.args[0]);
+    auto u = find_vm(c, c.args[0]);
     if (!u) return message(404, "VM not found.");
-    auto r = view_.read();
+    auto r = reader(c);
     return json_response(200, Json{{"name", c.args[0]},
                                    {"node", r.value(path("domain.node", {*u}))},
                                    {"last_node", r.value(path("domain.last_node", {*u}))}});
@@ -914,7 +954,7 @@ HttpResponse Api::vm_node_get(Ctx& c) {
 
 HttpResponse Api::vm_node_post(Ctx& c) {
     const std::string& vm = c.args[0];
-    auto found = find_vm(vm);
+    auto found = find_vm(c, vm);
     if (!found) return message(400, "ERROR: Could not find VM '" + vm + "' in the cluster!");
     const std::string u = *found;
     std::string action = *c.p("action");
@@ -979,9 +1019,9 @@ HttpResponse Api::vm_node_post(Ctx& c) {
 }
 
 HttpResponse Api::vm_meta_get(Ctx& c) {
-    auto u = find_vm(c.args[0]);
+    auto u = find_vm(c, c.args[0]);
     if (!u) return message(404, "VM not found.");
-    auto r = view_.read();
+    auto r = reader(c);
     std::string limit = r.value(path("domain.meta.node_limit", {*u}));
     Json nl = nullptr;
     if (!limit.empty()) {
@@ -1007,7 +1047,7 @@ HttpResponse Api::vm_meta_post(Ctx& c) {
     // Free text that reaches metric labels and the CLI's tables: no NUL or control characters.
     for (const char* name : {"limit", "profile"})
         if (auto v = c.p(name); v && has_control(*v)) return param_error(name, "Control characters are not allowed");
-    auto u = find_vm(vm);
+    auto u = find_vm(c, vm);
     if (!u) return message(404, "VM not found.");
     std::vector<zk::KeyValue> kvs;
     if (auto v = c.p("limit")) kvs.emplace_back(path("domain.meta.node_limit", {*u}), *v);
@@ -1023,9 +1063,9 @@ HttpResponse Api::vm_meta_post(Ctx& c) {
 }
 
 HttpResponse Api::vm_tags_get(Ctx& c) {
-    auto u = find_vm(c.args[0]);
+    auto u = find_vm(c, c.args[0]);
     if (!u) return message(404, "VM not found.");
-    auto r = view_.read();
+    auto r = reader(c);
     Json tags = Json::array();
     for (const auto& t : r.children(path("domain.meta.tags", {*u})))
         tags.push_back({{"name", t},
@@ -1038,14 +1078,14 @@ HttpResponse Api::vm_tags_post(Ctx& c) {
     const std::string& vm = c.args[0];
     auto action = c.p("action").value_or("");
     if (action != "add" && action != "remove") return message(400, "Tag action must be one of 'add', 'remove'.");
-    auto u = find_vm(vm);
+    auto u = find_vm(c, vm);
     if (!u) return message(404, "VM not found.");
     // A tag is required (the reference stored a tag named None).
     auto tag = c.p("tag");
     if (!tag) return param_error("tag", "A tag must be specified");
     if (!client::is_safe_name(*tag) || tag->size() > 255) return param_error("tag", "Invalid tag name");
     if (action == "add") {
-        auto tags = view_.read().children(path("domain.meta.tags", {*u}));
+        auto tags = reader(c).children(path("domain.meta.tags", {*u}));
         if (tags.size() >= kMaxTags && std::find(tags.begin(), tags.end(), *tag) == tags.end())
             return message(400, "ERROR: VM '" + vm + "' has " + std::to_string(tags.size()) + " tags, the most a VM may have (" +
                                     std::to_string(kMaxTags) + ").");
@@ -1069,14 +1109,14 @@ HttpResponse Api::vm_console(Ctx& c) {
     const std::string& vm = c.args[0];
     long long lines = 10;
     if (auto bad = read_lines(c.p("lines"), lines)) return *bad;
-    auto u = find_vm(vm);
+    auto u = find_vm(c, vm);
     if (!u) return message(400, "ERROR: Could not find VM \"" + vm + "\" in the cluster!");
     std::string text = read_key(path("domain.console.log", {*u}));
     return json_response(200, Json{{"name", vm}, {"data", join(last_lines(text, lines), "\n")}});
 }
 
 HttpResponse Api::vm_locks(Ctx& c) {
-    if (!find_vm(c.args[0])) return message(404, "VM not found.");
+    if (!find_vm(c, c.args[0])) return message(404, "VM not found.");
     return message(501, "ERROR: Flushing RBD locks runs as a task, and this API has no task runner; "
                         "a node frees its VMs' stale locks itself before starting them.");
 }
@@ -1116,7 +1156,7 @@ HttpResponse Api::network_list(Ctx& c) {
 HttpResponse Api::network_get(Ctx& c) {
     Limit l = compile(c.args[0], false, c.stop);
     if (!l.re) return message(400, "Regex Error: " + l.error);
-    auto r = view_.read();
+    auto r = reader(c);
     Json out = Json::array();
     for (const auto& v : r.children(path("base.network"))) {
         if (full_match(l, v)) out.push_back(network_object(r, v));
@@ -1127,7 +1167,7 @@ HttpResponse Api::network_get(Ctx& c) {
 }
 
 HttpResponse Api::lease_list(Ctx& c) {
-    auto r = view_.read();
+    auto r = reader(c);
     auto vni = network_vni(r, c.args[0]);
     if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
     Limit l;
@@ -1146,7 +1186,7 @@ HttpResponse Api::lease_list(Ctx& c) {
 HttpResponse Api::lease_get(Ctx& c) { return lease_list(c); }
 
 HttpResponse Api::acl_list(Ctx& c) {
-    auto r = view_.read();
+    auto r = reader(c);
     auto vni = network_vni(r, c.args[0]);
     if (!vni) return message(400, "ERROR: Could not find network \"" + c.args[0] + "\" in the cluster!");
     Limit l;
@@ -1325,7 +1365,7 @@ HttpResponse Api::osd_list(Ctx& c) {
     auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
     Limit l;
     if (auto bad = read_limit(limit, c.args.empty(), l, c.stop)) return *bad;
-    auto r = view_.read();
+    auto r = reader(c);
     std::vector<std::pair<long long, std::string>> ids;
     for (const auto& id : r.children(path("base.osd")))
         if (!l.re || full_match(l, id)) ids.emplace_back(to_int(id).value_or(0), id);
@@ -1342,7 +1382,7 @@ HttpResponse Api::pool_list(Ctx& c) {
     auto limit = c.args.empty() ? c.p("limit") : std::optional<std::string>(c.args[0]);
     Limit l;
     if (auto bad = read_limit(limit, c.args.empty(), l, c.stop)) return *bad;
-    auto r = view_.read();
+    auto r = reader(c);
     std::vector<std::pair<long long, Json>> pools;
     for (const auto& p : r.children(path("base.pool"))) {
         if (l.re && !full_match(l, p)) continue;
@@ -1366,7 +1406,7 @@ HttpResponse Api::volume_list(Ctx& c) {
     auto pool = element ? std::optional<std::string>(c.args[0]) : c.p("pool");
     Limit l;
     if (auto bad = read_limit(limit, !element, l, c.stop)) return *bad;
-    auto r = view_.read();
+    auto r = reader(c);
     if (pool && (!client::is_safe_name(*pool) || !r.exists(path("pool.name", {*pool}))))
         return message(element ? 404 : 400, element ? std::string("Volume not found.")
                                                     : "ERROR: No pool with name \"" + *pool + "\" is present in the cluster.");
@@ -1388,7 +1428,7 @@ HttpResponse Api::snapshot_list(Ctx& c) {
     auto limit = c.p("limit"), pool = c.p("pool"), volume = c.p("volume");
     Limit l;
     if (auto bad = read_limit(limit, true, l, c.stop)) return *bad;
-    auto r = view_.read();
+    auto r = reader(c);
     std::vector<std::tuple<std::string, std::string, std::string>> snaps;  // (snapshot, pool, volume)
     for (const auto& p : r.children(path("base.snapshot"))) {
         if (pool && *pool != p) continue;

@@ -90,10 +90,16 @@ public:
     HttpResponse metrics_daemon(Ctx&);
 
 private:
-    std::optional<std::string> find_vm(const std::string& id);  // exact UUID or name -> UUID (view, then ZooKeeper)
+    // What a route reads: the view, or ZooKeeper itself once the request is
+    // confirmed (Ctx::through; handle() decides, see there).
+    ClusterView::Reader reader(const Ctx& c) const;
+    // Syncs the session and switches the request to ZooKeeper reads; the
+    // 503 to answer when ZooKeeper cannot be reached.
+    std::optional<HttpResponse> confirm(Ctx& c);
+    std::optional<std::string> find_vm(Ctx& c, const std::string& id);  // exact UUID or name -> UUID
     HttpResponse lists_vms(Ctx& c, const std::optional<std::string>& limit, bool exact);
     HttpResponse set_vm_state(Ctx& c, const std::string& uuid);
-    std::optional<std::string> choose_target(const std::string& node_limit, const std::string& selector,
+    std::optional<std::string> choose_target(Ctx& c, const std::string& node_limit, const std::string& selector,
                                              const std::string& current);
     // Waits until the view shows `path` = `value` (or absent when nullopt), at most 2 s: read-your-writes.
     void settle(const std::string& path, const std::optional<std::string>& value);

@@ -79,6 +79,8 @@ public:
     void remove_ephemeral(const std::string& path) override;
     bool remove_recursive(const std::string& path) override;
     Status commit(const Transaction& tx) override;
+    // zoo_async (pvc/zk_sync.hpp); throws zk::Error on failure.
+    void sync(const std::string& path);
 
     std::shared_ptr<Watch> watch_data(const std::string& path, DataCallback cb) override;
     std::shared_ptr<Watch> watch_children(const std::string& path, ChildrenCallback cb) override;

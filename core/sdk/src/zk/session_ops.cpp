@@ -7,6 +7,7 @@
 #include "zk/session_impl.hpp"
 
 #include <pvc/schema.hpp>
+#include <pvc/zk_sync.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -478,7 +479,18 @@ void SessionImpl::remove_ephemeral(const std::string& path) {
     if (exists(path, &s) && s.ephemeral_owner == session_id()) remove(path, s.version);
 }
 
+void SessionImpl::sync(const std::string& path) {
+    auto st = std::make_shared<OpState>();
+    // Idempotent: after a lost connection it is sent again on the recovered one.
+    int rc = call(st, [&](zhandle_t* zh, const void* d) { return zoo_async(zh, path.c_str(), string_done, d); }, true);
+    if (rc != ZOK && rc != ZNONODE) throw_rc(rc, "sync", path);
+}
+
 }  // namespace detail
+
+void sync(Session& session, const std::string& path) {
+    if (auto* impl = dynamic_cast<detail::SessionImpl*>(&session)) impl->sync(path);
+}
 
 Transaction& Transaction::create(std::string path, std::string data, bool ephemeral) {
     ops_.push_back(Op{Op::create, std::move(path), std::move(data), -1, ephemeral});
