@@ -14,6 +14,7 @@ void add_cluster_commands(CLI::App& app);
 void add_node_commands(CLI::App& app);
 void add_vm_commands(CLI::App& app);
 void add_network_commands(CLI::App& app);
+void add_storage_commands(CLI::App& app);
 void add_completion_command(CLI::App& app);
 
 // Adds `--format table|json` to a read command, stored in `format` (a
