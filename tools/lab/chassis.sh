@@ -16,7 +16,7 @@ log() { echo "$(date +%T.%3N) $NAME $*" >>"$S/chassis.log"; }
 
 is_on() {
     local p; p=$(cat "$PVC_LAB_DIR/$NAME/libvirt/libvirtd.pid" 2>/dev/null) || return 1
-    [ -n "$p" ] && [ "$(cat /proc/$p/comm 2>/dev/null)" = libvirtd ]
+    lab_alive "$p" libvirtd
 }
 power_off() {
     local n=0 q

@@ -38,6 +38,13 @@ node_ns()   { echo "$PVC_LAB_NAME-hv$(node_num "$1")"; }
 node_ip()   { echo "$PVC_LAB_NET.$(node_num "$1")"; }
 
 lab_die() { echo "lab: $*" >&2; exit 1; }
+# lab_alive PID COMM: PID runs COMM and has not exited. A killed process stays
+# a zombie (same comm) until it is reaped: that is not running, so a restart
+# right after a kill -9 starts the daemon instead of finding it "already running".
+lab_alive() {
+    [ -n "$1" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] &&
+        ! grep -q '^State:[[:space:]]*[ZX]' "/proc/$1/status" 2>/dev/null
+}
 lab_need_root() { [ "$(id -u)" -eq 0 ] || lab_die "must run as root (network and mount namespaces)"; }
 now_ms() { date +%s%3N; }
 

@@ -20,7 +20,7 @@ URI=qemu+tcp://$IP/system
 
 pid() {
     local p; p=$(cat "$R/libvirtd.pid" 2>/dev/null) || return 1
-    [ -n "$p" ] && [ "$(cat /proc/$p/comm 2>/dev/null)" = libvirtd ] && echo "$p"
+    lab_alive "$p" libvirtd && echo "$p"
 }
 lvirsh() { ip netns exec "$NS" virsh -q -c "$URI" "$@"; }
 

@@ -39,7 +39,7 @@ R=$PVC_LAB_DIR/$NAME/pvcnoded
 
 pid() {
     local p; p=$(cat "$R/pid" 2>/dev/null) || return 1
-    [ -n "$p" ] && [ "$(cat /proc/$p/comm 2>/dev/null)" = pvcnoded ] && echo "$p"
+    lab_alive "$p" pvcnoded && echo "$p"
 }
 
 write_config() {
