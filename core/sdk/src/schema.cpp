@@ -175,6 +175,16 @@ const std::vector<Key> kKeys = {
     // snapshot (pool, vol, snap)
     {"snapshot.name", C::snapshot, "/ceph/snapshots/{}/{}/{}", ""},
     {"snapshot.stats", C::snapshot, "/ceph/snapshots/{}/{}/{}/stats", ""},
+    // node tasks (ours, not the reference's; docs/wire-contract.md §3.10):
+    // the runners' advertisements (node) and the queue (task id)
+    {"task.root", C::task, "/tasks", ""},
+    {"task.runners", C::task, "/tasks/runners", ""},
+    {"task.runner", C::task, "/tasks/runners/{}", ""},
+    {"task.queue", C::task, "/tasks/queue", ""},
+    {"task.id", C::task, "/tasks/queue/{}", ""},
+    {"task.state", C::task, "/tasks/queue/{}/state", ""},
+    {"task.claim", C::task, "/tasks/queue/{}/claim", ""},
+    {"task.active", C::task, "/tasks/queue/{}/active", ""},
 };
 
 const Key& find(std::string_view name) {

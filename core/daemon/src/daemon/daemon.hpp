@@ -20,6 +20,10 @@
 #include "pvc/module.hpp"
 #include "pvc/zk.hpp"
 
+namespace pvc::tasks {
+class Runner;
+}  // namespace pvc::tasks
+
 namespace pvc {
 
 class ModuleHost;
@@ -125,6 +129,10 @@ private:
     std::unique_ptr<zk::Lock> node_guard_;
     std::unique_ptr<ModuleHost> modules_;
     std::unique_ptr<HealthHost> health_;
+    // The node's task runner (pvc/tasks.hpp): the modules register their
+    // task handlers through it (service pvc.tasks.v1) in start(); it claims
+    // once every module has started, and stops before they do.
+    std::shared_ptr<tasks::Runner> tasks_;
     std::vector<std::shared_ptr<zk::Watch>> watches_;
 
     // Cached cluster state (watch callbacks write, the keepalive reads).

@@ -9,6 +9,7 @@
 #include "daemon/module_host.hpp"
 #include "health/health_host.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/tasks.hpp"
 
 namespace pvc {
 
@@ -111,6 +112,9 @@ void Daemon::shutdown() {
         while (!drained && !zk_gone()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
         drain.join();
     }
+    // No more tasks claimed here; running ones are asked to stop and waited
+    // for (their results written while ZooKeeper is there).
+    if (tasks_) tasks_->stop();
 
     // Hand the primary role over if another node can take it.
     std::string router = cached_router_state();

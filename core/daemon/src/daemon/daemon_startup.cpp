@@ -17,6 +17,7 @@
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/strings.hpp"
+#include "pvc/tasks.hpp"
 
 namespace pvc {
 
@@ -307,7 +308,14 @@ void Daemon::start() {
     events_.daemon_state.emit("init");
     claim_primary();
     watch_cluster();
+    tasks_ = std::make_shared<tasks::Runner>(zk_, cfg_.host.hostname, Logger(sink_, "tasks"));
+    services_.provide<services::TaskHandlers>(std::static_pointer_cast<services::TaskHandlers>(tasks_));
     modules_->start_all(cfg_, sink_, zk_, executor_, events_, services_);
+    try {
+        tasks_->start();
+    } catch (const std::exception& e) {
+        log_.error("The task runner did not start (this node runs no tasks): {}", e.what());
+    }
     health_ = std::make_unique<HealthHost>(cfg_, log_, zk_, executor_);
     health_->load();
     // Start-up's transient allocations (configuration, module and plugin

@@ -21,9 +21,11 @@ namespace pvc::schema {
 
 inline constexpr int version = 10;
 
-// Object classes of the schema, in the reference's element order.
+// Object classes of the schema, in the reference's element order; `task`
+// (node tasks, docs/wire-contract.md §3.10) is ours, not the reference's: no
+// base key, never created by initialisation or validate/apply.
 enum class Class { base, node, domain, network, osd, pool, volume, snapshot,
-                   monitoring_plugin, sriov_pf, sriov_vf, tag, reservation, lease, rule, logs };
+                   monitoring_plugin, sriov_pf, sriov_vf, tag, reservation, lease, rule, logs, task };
 
 struct Key {
     std::string_view name;      // "node.keepalive"
