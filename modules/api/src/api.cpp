@@ -11,6 +11,7 @@ ApiModule::~ApiModule() { stop(); }
 
 void ApiModule::configure(const Config& config, ConfigProblems& problems) {
     settings_ = read_api_settings(config, problems);
+    settings_.ceph = read_ceph_settings(config);
 }
 
 void ApiModule::start(NodeContext& ctx) {

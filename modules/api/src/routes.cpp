@@ -15,23 +15,13 @@
 #include "pvc/zk_sync.hpp"
 #include "fetch.hpp"
 #include "request.hpp"
+#include "route_ctx.hpp"
 
 namespace pvc::api {
 
 using schema::path;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-struct Api::Ctx {
-    const HttpRequest& req;
-    std::vector<std::string> args;  // the route's path arguments
-    Params params;
-    std::stop_token stop;
-    // Reads go to ZooKeeper itself, the session synced (Api::handle).
-    bool through = false;
-    std::optional<std::string> p(std::string_view name) const { return params.get(name); }
-    bool flag(std::string_view name) const { return truthy(params.get(name)); }
-};
 
 namespace {
 
@@ -271,6 +261,47 @@ const std::vector<Route>& routes() {
         {{"storage", "ceph", "volume"}, "GET", &Api::volume_list, {{"limit"}, {"pool"}}},
         {{"storage", "ceph", "volume", ":pool", ":volume"}, "GET", &Api::volume_get, {}},
         {{"storage", "ceph", "snapshot"}, "GET", &Api::snapshot_list, {{"pool"}, {"volume"}, {"limit"}}},
+        // Storage writes (routes_storage.cpp)
+        {{"storage", "ceph", "pool"}, "POST", &Api::pool_add,
+         {{"pool", true, {}, "A pool name must be specified."},
+          {"pgs", true, {}, "A placement group count must be specified."},
+          {"replcfg", true, {}, "A valid replication configuration must be specified."},
+          {"tier", false, {"hdd", "ssd", "nvme", "default"}, "A valid tier must be specified"}}},
+        {{"storage", "ceph", "pool", ":pool"}, "POST", &Api::pool_add,
+         {{"pgs", true, {}, "A placement group count must be specified."},
+          {"replcfg", true, {}, "A valid replication configuration must be specified."},
+          {"tier", false, {"hdd", "ssd", "nvme", "default"}, "A valid tier must be specified"}}},
+        {{"storage", "ceph", "pool", ":pool"}, "PUT", &Api::pool_set_pgs,
+         {{"pgs", true, {}, "A placement group count must be specified."}}},
+        {{"storage", "ceph", "pool", ":pool"}, "DELETE", &Api::pool_delete,
+         {{"yes-i-really-mean-it", true, {}, "Please confirm that 'yes-i-really-mean-it'."}}},
+        {{"storage", "ceph", "volume"}, "POST", &Api::volume_add,
+         {{"volume", true, {}, "A volume name must be specified."},
+          {"pool", true, {}, "A valid pool name must be specified."},
+          {"size", true, {}, "A volume size in bytes (B implied or with SI suffix k/M/G/T) must be specified."}}},
+        {{"storage", "ceph", "volume", ":pool", ":volume"}, "POST", &Api::volume_add,
+         {{"size", true, {}, "A volume size in bytes (or with k/M/G/T suffix) must be specified."}}},
+        {{"storage", "ceph", "volume", ":pool", ":volume"}, "PUT", &Api::volume_modify, {{"new_size"}, {"new_name"}}},
+        {{"storage", "ceph", "volume", ":pool", ":volume"}, "DELETE", &Api::volume_delete, {}},
+        {{"storage", "ceph", "volume", ":pool", ":volume", "clone"}, "POST", &Api::volume_clone,
+         {{"new_volume", true, {}, "A new volume name must be specified."}}},
+        {{"storage", "ceph", "volume", ":pool", ":volume", "upload"}, "POST", &Api::volume_upload,
+         {{"image_format", true, {}, "A source image format must be specified."}, {"file_size"}}},
+        {{"storage", "ceph", "snapshot"}, "POST", &Api::snapshot_add,
+         {{"snapshot", true, {}, "A snapshot name must be specified."},
+          {"volume", true, {}, "A volume name must be specified."},
+          {"pool", true, {}, "A pool name must be specified."}}},
+        {{"storage", "ceph", "snapshot", ":pool", ":volume", ":snapshot"}, "POST", &Api::snapshot_add, {}},
+        {{"storage", "ceph", "snapshot", ":pool", ":volume", ":snapshot"}, "GET", &Api::snapshot_get, {}},
+        {{"storage", "ceph", "snapshot", ":pool", ":volume", ":snapshot"}, "PUT", &Api::snapshot_modify,
+         {{"new_name", true, {}, "A new name must be specified."}}},
+        {{"storage", "ceph", "snapshot", ":pool", ":volume", ":snapshot"}, "DELETE", &Api::snapshot_delete, {}},
+        {{"storage", "ceph", "osd", ":osd", "state"}, "GET", &Api::osd_state_get, {}},
+        {{"storage", "ceph", "osd", ":osd", "state"}, "POST", &Api::osd_state_post,
+         {{"state", true, {"in", "out"}, "A valid state must be specified."}}},
+        {{"storage", "ceph", "option"}, "POST", &Api::osd_option,
+         {{"option", true, {}, "A valid option must be specified."},
+          {"action", true, {"set", "unset"}, "A valid action must be specified."}}},
         {{"metrics"}, "GET", &Api::metrics_all, {}, true},
         {{"metrics", "health"}, "GET", &Api::metrics_health, {}, true},
         {{"metrics", "resource"}, "GET", &Api::metrics_resource, {}, true},

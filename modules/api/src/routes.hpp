@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <stop_token>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "objects.hpp"
+#include "pvc/ceph_client.hpp"
 #include "pvc/client_network.hpp"
 #include "pvc/service_registry.hpp"
 #include "settings.hpp"
@@ -82,6 +84,22 @@ public:
     HttpResponse volume_list(Ctx&);
     HttpResponse volume_get(Ctx&);
     HttpResponse snapshot_list(Ctx&);
+    // Storage writes (routes_storage.cpp), through pvc/ceph_client.hpp.
+    HttpResponse pool_add(Ctx&);
+    HttpResponse pool_set_pgs(Ctx&);
+    HttpResponse pool_delete(Ctx&);
+    HttpResponse volume_add(Ctx&);
+    HttpResponse volume_modify(Ctx&);
+    HttpResponse volume_delete(Ctx&);
+    HttpResponse volume_clone(Ctx&);
+    HttpResponse volume_upload(Ctx&);
+    HttpResponse snapshot_add(Ctx&);
+    HttpResponse snapshot_get(Ctx&);
+    HttpResponse snapshot_modify(Ctx&);
+    HttpResponse snapshot_delete(Ctx&);
+    HttpResponse osd_state_get(Ctx&);
+    HttpResponse osd_state_post(Ctx&);
+    HttpResponse osd_option(Ctx&);
     HttpResponse metrics_all(Ctx&);
     HttpResponse metrics_health(Ctx&);
     HttpResponse metrics_resource(Ctx&);
@@ -110,6 +128,11 @@ private:
     // A network write's answer (pvc/client_network.hpp): its status and
     // message, once the view shows what it wrote.
     HttpResponse net_answer(const client::NetResult& r);
+    // A storage write's answer: its status and message (`keep_quotes`: pool
+    // creation keeps its double quotes), once the view shows what it wrote;
+    // 503 naming the missing settings when this node has no Ceph client.
+    HttpResponse storage_answer(const ceph::Result& r, bool keep_quotes = false);
+    ceph::Client* ceph_client();
     // The relayed exporters (Ceph MGR, ZooKeeper); nullopt when unreachable.
     // Shared by concurrent scrapes, an answer reused for 5 s (fetch.hpp).
     std::optional<std::string> ceph_exporter();
@@ -125,6 +148,8 @@ private:
     ServiceRegistry* services_;
     VmCache vms_;
     SharedFetch ceph_relay_, zookeeper_relay_;
+    std::unique_ptr<ceph::Client> ceph_;  // made on first use; null without Ceph settings
+    std::once_flag ceph_once_;
 };
 
 }  // namespace pvc::api

@@ -30,10 +30,12 @@
 //         time_budget: 1800            seconds per request (a `wait=true` request's wait)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "http_server.hpp"
+#include "pvc/ceph_client.hpp"
 #include "pvc/config.hpp"
 
 namespace pvc::api {
@@ -48,9 +50,17 @@ struct ApiSettings {
     ServerOptions server;
     bool auth_enabled = true;
     std::vector<ApiToken> tokens;
+    // The storage routes' Ceph client settings (routes_storage.cpp): this
+    // node's pvc.system.configuration.storage; nullopt without that section.
+    std::optional<ceph::Settings> ceph;
 };
 
 // Reads and validates pvc.api; every problem goes to `problems` with its YAML path.
 ApiSettings read_api_settings(const Config& config, ConfigProblems& problems);
+// The Ceph client's settings from pvc.system.configuration.storage
+// (ceph_config_file, ceph_admin_keyring, ceph_timeout; validated by the
+// storage module), pvc.system.hypervisor.migration_uri and the cluster
+// network's domain (live resize); nullopt without a ceph_config_file.
+std::optional<ceph::Settings> read_ceph_settings(const Config& config);
 
 }  // namespace pvc::api
