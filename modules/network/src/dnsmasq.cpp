@@ -228,9 +228,12 @@ void Dnsmasq::stop(std::chrono::milliseconds grace) {
 }
 
 std::vector<int> stop_leftover_dnsmasq(const std::filesystem::path& executable, const std::filesystem::path& hosts_root) {
+    return stop_leftover_processes(executable, "--dhcp-hostsdir=" + hosts_root.string() + "/");
+}
+
+std::vector<int> stop_leftover_processes(const std::filesystem::path& executable, const std::string& marker) {
     struct stat own {};
     if (::stat("/proc/self/ns/net", &own) != 0) return {};
-    const std::string marker = "--dhcp-hostsdir=" + hosts_root.string() + "/";
     std::vector<int> found;
     for (const auto& entry : std::filesystem::directory_iterator("/proc", std::filesystem::directory_options::skip_permission_denied)) {
         std::string name = entry.path().filename().string();

@@ -61,6 +61,10 @@ bool sync_host_files(const std::filesystem::path& dir, const std::vector<Reserva
 // this process's network namespace. Stopped (SIGTERM, 2 s, SIGKILL); their
 // pids returned. Nothing else is touched.
 std::vector<int> stop_leftover_dnsmasq(const std::filesystem::path& executable, const std::filesystem::path& hosts_root);
+// The same for any program: `executable` with an argument starting with
+// `arg_prefix` (pdns_server with this daemon's --socket-dir), in this
+// process's network namespace.
+std::vector<int> stop_leftover_processes(const std::filesystem::path& executable, const std::string& arg_prefix);
 
 // One supervised dnsmasq. Not thread-safe: the module's worker owns it.
 class Dnsmasq {

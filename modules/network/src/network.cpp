@@ -141,6 +141,18 @@ void NetworkModule::start(NodeContext& ctx) {
     executor_ = &ctx.executor;
     zk_ = ctx.zk;
     worker_ = std::make_unique<ModulePool>(ctx.executor, "network", 1);
+    coordinator_ = ctx.config.daemon_mode == "coordinator";
+    if (coordinator_) {
+        // The DNS aggregator's database side: its own thread, idle until
+        // this node is the router.
+        const DatabaseConfig& db = settings_.dns_database;
+        DnsAggregator::Options o;
+        o.db = {db.host.value_or("localhost"), db.name.value_or(""), db.user.value_or(""), db.pass.value_or(""),
+                db.port.value_or(5432)};
+        o.upstream_domain = settings_.upstream.domain.value_or("");
+        o.socket_dir = dynamic_dir_ / "pdns";
+        dns_ = std::make_unique<DnsAggregator>(o, log_);
+    }
     on_worker("netlink", [this] { nl_ = std::make_unique<Netlink>(); });
     on_worker("dhcp set-up", [this] {
         // The lease helper reaches ZooKeeper by the coordinators named in
@@ -153,6 +165,13 @@ void NetworkModule::start(NodeContext& ctx) {
             if (!left.empty()) log_.warn("DHCP: {} dnsmasq process(es) left by an earlier run stopped", left.size());
         } catch (const std::exception& ex) {
             log_.error("DHCP: looking for dnsmasq left by an earlier run: {}", ex.what());
+        }
+        try {
+            // pdns_server of an earlier run killed outright (this daemon's socket directory).
+            auto left = stop_leftover_processes(pdns_exe_, "--socket-dir=" + (dynamic_dir_ / "pdns").string());
+            if (!left.empty()) log_.warn("DNS aggregator: {} pdns_server process(es) left by an earlier run stopped", left.size());
+        } catch (const std::exception& ex) {
+            log_.error("DNS aggregator: looking for pdns_server left by an earlier run: {}", ex.what());
         }
         if (!std::filesystem::exists(lease_helper_))
             log_.error("DHCP: the lease helper {} is missing: dnsmasq will not record leases", lease_helper_.string());
@@ -202,7 +221,21 @@ void NetworkModule::stop() {
     if (upstream_ip_watch_) upstream_ip_watch_->cancel();
     upstream_ip_watch_.reset();
     if (worker_) worker_->stop();
+    if (metadata_) {
+        metadata_->stop();
+        log_.info("Metadata API stopped (daemon stopping)");
+    }
+    metadata_.reset();
+    if (pdns_ && pdns_->running()) {
+        pid_t group = pdns_->pid();
+        pdns_->stop(std::chrono::seconds(1));
+        ::kill(-group, SIGKILL);  // the guardian's instance, should it outlive it
+        log_.info("DNS aggregator: pdns_server stopped (daemon stopping)");
+    }
+    pdns_.reset();
+    dns_.reset();
     for (auto& [vni, e] : networks_) {
+        if (e.lease_watch) e.lease_watch->cancel();
         for (auto& w : e.watches) w->cancel();
         for (auto& [k, w] : e.acl_watches) w->cancel();
         if (e.dnsmasq && e.dnsmasq->running()) {
@@ -266,6 +299,13 @@ void NetworkModule::watch_network(const std::string& vni, Entry& e) {
     auto acls = [this, vni](const std::optional<std::vector<std::string>>&) { schedule(vni, work_firewall); };
     for (const char* key : {"network.rule.in", "network.rule.out"})
         e.watches.push_back(zk_->watch_children(schema::path(key, {vni}), acls));
+    // Its leases (dnsmasq's lease helper writes them): the DNS aggregator
+    // transfers the zone at once.
+    if (dns_)
+        e.lease_watch = zk_->watch_children(schema::path("network.lease", {vni}),
+                                            [this, vni](const std::optional<std::vector<std::string>>&) {
+            if (dns_) dns_->poke(vni);
+        });
     // The DHCP reservations.
     e.watches.push_back(zk_->watch_children(schema::path("network.reservation", {vni}),
                                             [this, vni](const std::optional<std::vector<std::string>>&) {
@@ -330,6 +370,8 @@ std::set<std::string> NetworkModule::host_devices() const {
 
 void NetworkModule::remove(const std::string& vni, Entry& e) {
     for (auto& w : e.watches) w->cancel();
+    if (e.lease_watch) e.lease_watch->cancel();
+    if (dns_) dns_->remove_network(vni);  // its domain goes from the database (on the router)
     for (auto& [k, w] : e.acl_watches) w->cancel();
     {
         std::lock_guard g(failed_m_);
@@ -474,8 +516,12 @@ void NetworkModule::apply_router(TransitionPhase phase) {
             if (!e.applied) continue;
             for (const auto& g : e.gateways) hold(e.applied->bridge, g, router_active_);
         }
+    // Relinquish B: the DNS aggregator and the metadata API stop first, then
+    // dnsmasq. Takeover G: dnsmasq, then the metadata API and the aggregator.
+    if (phase == TransitionPhase::B && !router_active_) hold_router_services();
     if ((phase == TransitionPhase::B && !router_active_) || (phase == TransitionPhase::G && router_active_))
         for (auto& [vni, e] : networks_) hold_dnsmasq(vni, e);
+    if (phase == TransitionPhase::G && router_active_) hold_router_services();
 }
 
 void NetworkModule::transition(Transition t, TransitionPhase phase, std::function<void()> done) {
@@ -513,6 +559,7 @@ void NetworkModule::contribute(KeepaliveReport& report) {
         on_worker("dnsmasq supervision", [this] {
             supervise_queued_ = false;
             supervise_dnsmasq();
+            supervise_router_services();
         });
     // Every few keepalives the worker checks that our firewall rules are
     // still in the kernel (queued alike).
@@ -540,7 +587,23 @@ void NetworkModule::contribute(KeepaliveReport& report) {
                                fmt::format("Network {}: reservations skipped: {}", vni, why));
         for (const auto& [vni, what] : overlapping_)
             report.health_item("overlap " + vni, health_delta_per_problem, fmt::format("Network {}: {}", vni, what));
+        if (!pdns_problem_.empty())
+            report.health_item("pdns", health_delta_per_problem, "DNS aggregator: " + pdns_problem_);
+        if (!metadata_problem_.empty())
+            report.health_item("metadata-api", health_delta_per_problem, "Metadata API: " + metadata_problem_);
     }
+    // The router's databases (each read under its owner's short lock).
+    if (dns_ && report.router_state == "primary")
+        if (auto p = dns_->problem(); !p.empty())
+            report.health_item("dns-aggregator", health_delta_per_problem, "DNS aggregator: " + p);
+    std::shared_ptr<MetadataApi> metadata;
+    {
+        std::lock_guard g(failed_m_);
+        metadata = metadata_view_;
+    }
+    if (metadata)
+        if (auto m = metadata->problem(); !m.empty())
+            report.health_item("metadata-database", health_delta_per_problem, "Metadata API: " + m);
     // /config/upstream_ip: written while the stored value differs (as the watch last saw
     // it), so a failed keepalive commit or another writer's value is put
     // right at a later keepalive.
@@ -782,6 +845,7 @@ void NetworkModule::apply_dhcp(const std::string& vni, Entry& e, const ClientNet
     } else {
         e.dhcp = d;
     }
+    note_dns_zone(vni, e.dhcp ? &*e.dhcp : nullptr, &keys);
     sync_reservations(vni, e);
     hold_dnsmasq(vni, e);
 }

@@ -17,9 +17,11 @@
 #include "pvc/module.hpp"
 
 #include "client_network.hpp"
+#include "dns_aggregator.hpp"
 #include "dnsmasq.hpp"
 #include "firewall.hpp"
 #include "host_network.hpp"
+#include "metadata_api.hpp"
 #include "netlink.hpp"
 #include "settings.hpp"
 #include "sriov.hpp"
@@ -67,6 +69,7 @@ private:
         std::vector<std::string> gateways;  // its gateway addresses as last read
         std::optional<DhcpNetwork> dhcp;  // its dnsmasq's inputs as last read (managed, valid)
         std::unique_ptr<Dnsmasq> dnsmasq; // router-active only
+        std::shared_ptr<zk::Watch> lease_watch;  // coordinators: its leases poke the DNS aggregator
         std::string dhcp_problem;         // the last thing said about its DHCP set-up
     };
     // What a watch asks the worker to redo for a network; coalesced: a burst
@@ -94,6 +97,13 @@ private:
     void hold_dnsmasq(const std::string& vni, Entry& e);
     // Reaps and restarts (with backoff) dnsmasq instances that died.
     void supervise_dnsmasq();
+    // Coordinators: the DNS aggregator (pdns_server, a supervised child, and
+    // the database side on its own thread) and the metadata API, held
+    // exactly while router-active (started in phase G, stopped in B), and
+    // supervised at each keepalive like dnsmasq.
+    void hold_router_services();
+    void supervise_router_services();
+    void note_dns_zone(const std::string& vni, const DhcpNetwork* d, const NetworkKeys* keys);
     // SR-IOV: registration, then each VF's configuration as ZooKeeper says.
     void start_sriov();
     void apply_vf(const std::string& vf);
@@ -173,6 +183,14 @@ private:
     std::map<std::string, std::string> reservations_skipped_;  // "<mac>: <why>; ..."
     std::map<std::string, std::string> overlapping_;  // "subnet <a> overlaps network <b>'s <b's>; ..."
     std::map<std::string, NetworkSubnets> subnets_;   // worker only: accepted managed networks' subnets
+    std::string pdns_problem_;                        // under failed_m_: pdns_server not running
+    std::string metadata_problem_;                    // under failed_m_: the metadata API not listening
+    bool coordinator_ = false;
+    std::filesystem::path pdns_exe_ = "/usr/sbin/pdns_server";
+    std::unique_ptr<DnsAggregator> dns_;              // coordinators; its own thread
+    std::unique_ptr<Dnsmasq> pdns_;                   // worker only: pdns_server (a supervised child like dnsmasq)
+    std::shared_ptr<MetadataApi> metadata_;           // worker only; its own threads
+    std::shared_ptr<MetadataApi> metadata_view_;      // under failed_m_: the same, for contribute()
     std::set<SubnetOverlap> overlaps_;                // worker only: as last logged
     std::shared_ptr<zk::Watch> children_watch_;
     std::unique_ptr<ModulePool> worker_;  // last: stopped (joined) first

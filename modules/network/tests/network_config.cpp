@@ -36,15 +36,15 @@ pvc:
   coordinator:
     dns:
       database:
-        host: localhost
-        port: 5432
+        host: {dbhost}
+        port: {dbport}
         name: pvcdns
         user: pvcdns
         pass: pvcdns
     metadata:
       database:
-        host: localhost
-        port: 5432
+        host: {dbhost}
+        port: {dbport}
         name: pvcapi
         user: pvcapi
         pass: pvcapi
@@ -100,7 +100,8 @@ pvc:
                        fmt::arg("cl", o.cluster_net), fmt::arg("st", o.storage_net), fmt::arg("ka", o.keepalive_interval),
                        fmt::arg("base", o.base_dir.string()), fmt::arg("modules", modules),
                        fmt::arg("brdev", o.bridge_device), fmt::arg("updev", o.upstream_device),
-                       fmt::arg("cldev", o.cluster_device), fmt::arg("stdev", o.storage_device), fmt::arg("mtu", o.mtu));
+                       fmt::arg("cldev", o.cluster_device), fmt::arg("stdev", o.storage_device), fmt::arg("mtu", o.mtu),
+                       fmt::arg("dbhost", o.db_host), fmt::arg("dbport", o.db_port));
 }
 
 std::filesystem::path write_network_config(const NetworkConfigOptions& o) {

@@ -21,6 +21,8 @@ struct NetworkConfigOptions {
     std::string storage_net = "10.231.1";
     std::string upstream_net = "10.231.2";
     int keepalive_interval = 1;
+    std::string db_host = "localhost";         // both coordinator databases
+    int db_port = 5432;
 };
 
 std::string network_config_yaml(const NetworkConfigOptions& o);
