@@ -46,6 +46,7 @@ VM_STATES = {"start", "restart", "shutdown", "stop", "disable", "fail", "migrate
              "unmigrate", "provision", "restore", "delete"}
 VM_TRANSIENT = {"restart", "shutdown", "migrate", "migrate-live", "unmigrate", "provision", "delete"}
 VM_RUNNING = {"start", "migrate", "migrate-live", "unmigrate"}
+HEAVY = {"bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long", "zk-quorum-loss"}
 
 
 def now():
@@ -349,7 +350,7 @@ exec {self.pvcnoded} "$@"
 """
 
     def define(self, name, node, guest):
-        uid = str(uuidlib.UUID(int=random.Random(f"{self.seed}-{name}-{len(self.timeline)}").getrandbits(128),
+        uid = str(uuidlib.UUID(int=random.Random(f"{self.seed}-{name}").getrandbits(128),
                                version=4))
         path = os.path.join(self.dir, f"{name}.xml")
         with open(path, "w") as f:
@@ -705,6 +706,31 @@ exec {self.pvcnoded} "$@"
                 return False, f"ZooKeeper member {m} not serving"
         return True, ""
 
+    def published_mismatch(self):
+        """Nodes whose `runningdomains` is not what their libvirtd runs."""
+        bad = []
+        running, fresh = self.running_view()
+        for n in NODES:
+            try:
+                pub = set(self.zk.get(f"/nodes/hv{n}/runningdomains")[0].decode().split())
+            except Exception:  # noqa: BLE001
+                return ["ZooKeeper unreadable"]
+            real = {u for u, ns in running.items() if n in ns}
+            if pub != real:
+                bad.append(f"hv{n} publishes {sorted(self.vm_name(u) for u in pub)}, "
+                           f"runs {sorted(self.vm_name(u) for u in real)}")
+        return bad
+
+    def check_published(self, kind):
+        """Once settled, each node's next keepalives publish what it runs."""
+        bad = []
+        if self.wait(lambda: not self.published_mismatch(), 3 * self.ki + 3, 0.5):
+            return
+        bad = self.published_mismatch()
+        if bad:
+            self.violation("keys", ("runningdomains", round(self.t())),
+                           f"runningdomains wrong {3 * self.ki + 3} s after settling from {kind}: {'; '.join(bad)}")
+
     def recover(self, kind, limit):
         """Operator's part of a recovery (ready a node the fence left flushed) and
         the wait until the cluster has settled."""
@@ -721,6 +747,7 @@ exec {self.pvcnoded} "$@"
                 d = now() - t0
                 self.recoveries[kind].append(d)
                 self.log(f"recovered from {kind} in {d:.1f} s")
+                self.check_published(kind)
                 return True
             snap = self.obs["snapshot"]
             if snap:
@@ -747,6 +774,12 @@ exec {self.pvcnoded} "$@"
             ("bmc-power-off", 2), ("zk-kill", 10), ("zk-sigstop", 6), ("zk-quorum-loss", 2),
             ("net-cut", 8), ("net-cut-long", 1), ("clock-skew", 6 if self.args.faketime_lib else 0),
         ]
+        if self.args.kinds:
+            only = set(self.args.kinds.split(","))
+            unknown = only - {k for k, _ in kinds}
+            if unknown:
+                sys.exit(f"soak: unknown fault kind(s) {', '.join(sorted(unknown))}")
+            kinds = [(k, w) for k, w in kinds if k in only]
         ops = [("migrate", 3), ("flush-ready", 2), ("define", 2), ("remove", 2), ("replace-guest", 1)]
         plan = []
         for i in range(self.args.faults):
@@ -755,7 +788,17 @@ exec {self.pvcnoded} "$@"
                  "hold": round(rng.uniform(1, 6), 2), "gap": round(rng.uniform(0.5, 2.5), 2),
                  "skew": rng.choice([-1, 1]) * rng.randint(30, 900),
                  "op": rng.choices([o for o, _ in ops], [w for _, w in ops])[0] if rng.random() < 0.45 else None,
-                 "op_node": rng.choice(NODES), "op_guest": rng.randrange(self.args.guests), "op_pick": rng.random()}
+                 "op_node": rng.choice(NODES), "op_guest": rng.randrange(self.args.guests), "op_pick": rng.random(),
+                 # the operator's action runs while the fault is injected (after op_delay s)
+                 "op_during": rng.random() < 0.4, "op_delay": round(rng.uniform(0, 3), 2)}
+            # A second, light fault on another node while a heavy one is recovered
+            # from: a fencing coordinator's daemon killed or stopped mid-job, the
+            # recovery target's libvirtd restarted.
+            bg = {"kind": rng.choice(["kill9-pvcnoded", "sigstop-pvcnoded", "kill9-libvirtd", "restart-libvirtd"]),
+                  "node": rng.choice([x for x in NODES if x != f["node"]]),
+                  "delay": round(rng.uniform(self.deadline - 2, self.deadline + self.throws * self.ki + 4), 2),
+                  "hold": round(rng.uniform(1, 4), 2), "i": f"{i}b", "member": f["member"], "skew": 0}
+            f["bg"] = bg if kind in HEAVY and rng.random() < 0.6 else None
             if kind in ("sigstop-pvcnoded-long",):
                 f["hold"] = round(self.deadline + self.throws * self.ki + rng.uniform(6, 12), 2)
             elif kind == "net-cut-long":
@@ -785,10 +828,11 @@ exec {self.pvcnoded} "$@"
                 ["tail", "-n", "+1", "-F", f"{self.dir}/hv{n}/pvcnoded/out.log"],
                 stdout=f, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
 
-    def inject(self, f):
+    def inject(self, f, bg=False):
         kind, n, m, hold = f["kind"], f["node"], f["member"], f["hold"]
         self.faults[kind] += 1
-        self.cause = kind
+        if not bg:
+            self.cause = kind
         node = f"hv{n}"
         if kind == "kill9-pvcnoded":
             p = self.daemon_pid(n)
@@ -891,10 +935,11 @@ exec {self.pvcnoded} "$@"
         else:
             raise ValueError(kind)
 
-    def operate(self, f):
+    def operate(self, f, during=False):
         op = f["op"]
         node = f"hv{f['op_node']}"
-        self.cause = f"operator {op}"
+        if not during:
+            self.cause = f"operator {op}"
         self.ops[op] += 1
         with self.lock:
             guests = sorted((v["name"], u) for u, v in self.vms.items() if v["guest"] and u not in self.expected_gone)
@@ -943,7 +988,8 @@ exec {self.pvcnoded} "$@"
         for f in plan:
             self.log(f"plan #{f['i']}: {f['kind']} hv{f['node']} zk{f['member']} hold {f['hold']} s"
                      f"{' skew %+d s' % f['skew'] if f['kind'] == 'clock-skew' else ''}"
-                     f"{' then ' + f['op'] + ' hv' + str(f['op_node']) if f['op'] else ''}", quiet=True)
+                     f"{(' during ' if f['op_during'] else ' then ') + f['op'] + ' hv' + str(f['op_node']) if f['op'] else ''}"
+                     f"{' with ' + f['bg']['kind'] + ' hv' + str(f['bg']['node']) if f['bg'] else ''}", quiet=True)
         try:
             self.up()
             self.follow_logs(out_dir)
@@ -955,12 +1001,23 @@ exec {self.pvcnoded} "$@"
             for f in plan:
                 if now() >= t_end:
                     break
+                threads = []
+                if f["op"] and f["op_during"]:
+                    threads.append(threading.Thread(target=self.operate, args=(f, True), daemon=True))
+                    threads[-1].start()
+                    time.sleep(f["op_delay"])
+                if f["bg"]:
+                    def background(b=f["bg"]):
+                        time.sleep(b["delay"])
+                        self.inject(b, bg=True)
+                    threads.append(threading.Thread(target=background, daemon=True))
+                    threads[-1].start()
                 self.inject(f)
-                limit = 240 if f["kind"] in ("bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long",
-                                             "zk-quorum-loss") else 120
-                self.recover(f["kind"], limit)
+                for th in threads:
+                    th.join(300)
+                self.recover(f["kind"], 240 if f["kind"] in HEAVY else 120)
                 self.cause = "none"
-                if f["op"]:
+                if f["op"] and not f["op_during"]:
                     self.operate(f)
                     self.recover("operator " + f["op"], 180)
                     self.cause = "none"
@@ -1021,6 +1078,7 @@ def main():
     ap.add_argument("--faketime-lib", default="/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
                     help="libfaketime for the clock-skew fault ('' leaves the fault out)")
     ap.add_argument("--keep", action="store_true", help="leave the lab up at the end")
+    ap.add_argument("--kinds", default="", help="only these fault kinds, comma-separated (another schedule)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("soak: must run as root (network namespaces)")
