@@ -1,5 +1,7 @@
 #include "hypervisor.hpp"
 
+#include "device_task.hpp"
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -99,12 +101,18 @@ void Hypervisor::start() {
             }
         });
     });
+    // Hot-plug tasks for VMs running here (docs/sdk-guide.md §8).
+    if (auto tasks = ctx_.services.get<services::TaskHandlers>()) {
+        task_handles_.push_back(tasks->handle("vm.device_attach", device_task(ctx_.zk, *lv_, true)));
+        task_handles_.push_back(tasks->handle("vm.device_detach", device_task(ctx_.zk, *lv_, false)));
+    }
     log_.info("Hypervisor started on {} (libvirt {})", shared_->me, lv_->uri());
 }
 
 void Hypervisor::stop() {
     if (!started_ || stopper_.stopping()) return;
     stopper_.stop();
+    task_handles_.clear();
     if (selector_watch_) selector_watch_->cancel();
     if (children_watch_) children_watch_->cancel();
     if (domainstate_watch_) domainstate_watch_->cancel();

@@ -101,6 +101,7 @@ private:
     Wakeup flush_wake_{stopper_};
     std::unique_ptr<RbdLocks> rbd_;
     std::unique_ptr<Connection> lv_;
+    std::vector<std::shared_ptr<void>> task_handles_;  // the device tasks' handlers, while registered
     ProcedurePool procedures_;
     Semaphore migrations_;
     RunningList running_;
