@@ -212,6 +212,12 @@ const std::vector<Route>& routes() {
         {{"vm", ":vm", "tags"}, "POST", &Api::vm_tags_post, {{"action"}, {"tag"}, {"protected"}}},
         {{"vm", ":vm", "console"}, "GET", &Api::vm_console, {{"lines"}}},
         {{"vm", ":vm", "locks"}, "POST", &Api::vm_locks, {}},
+        {{"vm", ":vm", "device"}, "POST", &Api::vm_device,
+         {{"xml", true, {}, "A Libvirt XML device document must be specified"}}},
+        {{"vm", ":vm", "device"}, "DELETE", &Api::vm_device,
+         {{"xml", true, {}, "A Libvirt XML device document must be specified"}}},
+        {{"tasks"}, "GET", &Api::task_list, {}},
+        {{"tasks", ":task"}, "GET", &Api::task_get, {}},
         {{"network"}, "GET", &Api::network_list, {{"limit"}}},
         {{"network", ":vni"}, "GET", &Api::network_get, {}},
         {{"network", ":vni", "lease"}, "GET", &Api::lease_list, {{"limit"}, {"static"}}},
@@ -1144,12 +1150,6 @@ HttpResponse Api::vm_console(Ctx& c) {
     if (!u) return message(400, "ERROR: Could not find VM \"" + vm + "\" in the cluster!");
     std::string text = read_key(path("domain.console.log", {*u}));
     return json_response(200, Json{{"name", vm}, {"data", join(last_lines(text, lines), "\n")}});
-}
-
-HttpResponse Api::vm_locks(Ctx& c) {
-    if (!find_vm(c, c.args[0])) return message(404, "VM not found.");
-    return message(501, "ERROR: Flushing RBD locks runs as a task, and this API has no task runner; "
-                        "a node frees its VMs' stale locks itself before starting them.");
 }
 
 // ---------------------------------------------------------------- networks

@@ -59,6 +59,10 @@ public:
     HttpResponse vm_tags_post(Ctx&);
     HttpResponse vm_console(Ctx&);
     HttpResponse vm_locks(Ctx&);
+    // Node tasks (routes_tasks.cpp, pvc/tasks.hpp): 202 with the task's id.
+    HttpResponse vm_device(Ctx&);
+    HttpResponse task_list(Ctx&);
+    HttpResponse task_get(Ctx&);
     HttpResponse network_list(Ctx&);
     HttpResponse network_get(Ctx&);
     HttpResponse lease_list(Ctx&);
@@ -128,6 +132,8 @@ private:
     // A network write's answer (pvc/client_network.hpp): its status and
     // message, once the view shows what it wrote.
     HttpResponse net_answer(const client::NetResult& r);
+    // Queues task `name` on the node of VM `uuid`: the 202 answer, or 400.
+    HttpResponse queue_vm_task(const std::string& name, const std::string& uuid, Json kwargs);
     // A storage write's answer: its status and message (`keep_quotes`: pool
     // creation keeps its double quotes), once the view shows what it wrote;
     // 503 naming the missing settings when this node has no Ceph client.
