@@ -1,5 +1,7 @@
 #include "storage.hpp"
 
+#include "lock_task.hpp"
+
 #include "pvc/address.hpp"
 #include "pvc/command.hpp"
 #include "pvc/schema.hpp"
@@ -66,6 +68,9 @@ void StorageModule::start(NodeContext& ctx) {
         log_.warn("No storage network address (storage_dev_ip): no RBD lock counts as this node's");
     locks_ = std::make_shared<RbdLockService>(settings_.client, settings_.own_address, log_, calls_, deadline);
     ctx.services.provide<services::RbdLocks>(std::static_pointer_cast<services::RbdLocks>(locks_));
+    // The node task that flushes a stopped VM's locks (docs/sdk-guide.md §8).
+    if (auto tasks = ctx.services.get<services::TaskHandlers>())
+        flush_locks_ = tasks->handle("vm.flush_locks", flush_locks_task(ctx.zk, locks_, log_));
     // Removing an image deletes its data objects: bounded by a longer deadline.
     volumes_ = std::make_shared<RbdVolumeService>(settings_.client, log_, calls_, deadline, std::chrono::seconds(120));
     ctx.services.provide<services::RbdVolumes>(std::static_pointer_cast<services::RbdVolumes>(volumes_));
@@ -111,6 +116,7 @@ void StorageModule::on_tick() {
 
 void StorageModule::stop() {
     tick_.reset();
+    flush_locks_.reset();
     if (services_ && locks_) services_->withdraw<services::RbdLocks>(std::static_pointer_cast<services::RbdLocks>(locks_));
     if (services_ && volumes_)
         services_->withdraw<services::RbdVolumes>(std::static_pointer_cast<services::RbdVolumes>(volumes_));

@@ -60,6 +60,7 @@ private:
     std::unique_ptr<StatsCollector> collector_;
     std::shared_ptr<RbdLockService> locks_;
     std::shared_ptr<RbdVolumeService> volumes_;
+    std::shared_ptr<void> flush_locks_;  // the vm.flush_locks task handler, while registered
     std::unique_ptr<ModulePool> pool_;
     std::atomic<bool> busy_{false}, skipping_{false};
     Executor* executor_ = nullptr;

@@ -21,6 +21,8 @@
 #include "pvc/test/node_config.hpp"
 #include "pvc/test/ports.hpp"
 #include "pvc/test/zk_server.hpp"
+#include "lock_task.hpp"
+#include "pvc/tasks.hpp"
 #include "rbd_lock_service.hpp"
 #include "rbd_volume_service.hpp"
 #include "storage.hpp"
@@ -335,6 +337,44 @@ TEST_F(Storage, ForcedFreeingAfterAFenceFreesEveryLockWhoeverHoldsIt) {
     EXPECT_TRUE(locks_of("fenced").empty());
     // Then a start elsewhere finds nothing to refuse.
     EXPECT_EQ(locks.prepare_start("uuid-x", {"vms/fenced"}), std::nullopt);
+}
+
+// The node task vm.flush_locks, queued and run through a real task runner:
+// refused while the VM runs, then every lock of its volumes freed.
+TEST_F(Storage, FlushLocksTaskFreesAStoppedVmsLocksAndRefusesARunningOne) {
+    make_image("flushme");
+    lock_image("flushme", "auto 77");
+    std::string uuid = "f1a5e0c0-0000-4000-8000-00000000f1a5";
+    std::string vm = pvc::test::unique_name("flushvm");
+    session->write({{path("domain.name", {uuid}), vm},
+                    {path("domain.state", {uuid}), "start"},
+                    {path("domain.node", {uuid}), node},
+                    {path("domain.storage.volumes", {uuid}), "vms/flushme"}});
+    auto calls = std::make_shared<CephCalls>();
+    auto locks = std::make_shared<RbdLockService>(client(), "10.200.0.7", log, calls, 10s);
+    auto runner = std::make_shared<pvc::tasks::Runner>(pvc::zk::Session::connect({zk->hosts()}), node, log);
+    auto handle = runner->handle("vm.flush_locks", flush_locks_task(session, locks, log));
+    runner->start();
+    auto done = [&](const std::string& id) {
+        pvc::tasks::Progress p;
+        eventually([&] {
+            p = pvc::tasks::progress(*session, id);
+            return p.state == "SUCCESS" || p.state == "FAILURE";
+        }, 30s);
+        return p;
+    };
+    nlohmann::json kwargs{{"domain", vm}, {"force_unlock", false}};
+    auto refused = done(pvc::tasks::submit(*session, "vm.flush_locks", node, kwargs).id);
+    EXPECT_EQ(refused.state, "FAILURE");
+    EXPECT_EQ(refused.status, "TaskFailure: VM state start not in [stop, disable, fail] and not forcing");
+    EXPECT_EQ(locks_of("flushme").size(), 1u);
+    session->write(path("domain.state", {uuid}), "stop");
+    auto flushed = done(pvc::tasks::submit(*session, "vm.flush_locks", node, kwargs).id);
+    EXPECT_EQ(flushed.state, "SUCCESS") << flushed.status << logged();
+    EXPECT_EQ(flushed.status, "Successfully flushed RBD locks for VM " + vm);
+    EXPECT_TRUE(locks_of("flushme").empty()) << locks_of("flushme");
+    runner->stop();
+    session->remove_recursive(path("domain.name", {uuid}));
 }
 
 TEST_F(Storage, BadVolumeNamesAndMissingVolumesAreSkippedNotFatal) {
