@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     add_vm_commands(app);
     add_network_commands(app);
     add_storage_commands(app);
+    add_task_commands(app);
     add_completion_command(app);
 
     int status = exit_ok;
