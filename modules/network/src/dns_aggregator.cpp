@@ -297,10 +297,12 @@ void DnsAggregator::run(std::stop_token stop) {
             if (active_) removed_domains_.insert(removed.begin(), removed.end());
             std::string why = fmt::format("PostgreSQL database {} at {}:{}: {}", o_.db.dbname, o_.db.host, o_.db.port,
                                           e.what());
-            if (why != problem_.substr(0, why.size()) || problem_.empty())
-                log_.error("DNS aggregator: {}; retrying with backoff (up to {} s)", why,
-                           std::chrono::duration_cast<std::chrono::seconds>(o_.max_backoff).count());
-            problem_ = fmt::format("{}; retrying in {:.1f} s", why, backoff.count() / 1000.0);
+            // The item's text stays the same while the failure does (a
+            // changing text would be a ZooKeeper write at every keepalive).
+            std::string item = fmt::format("{}; retrying with backoff (up to {} s)", why,
+                                           std::chrono::duration_cast<std::chrono::seconds>(o_.max_backoff).count());
+            if (item != problem_) log_.error("DNS aggregator: {}", item);
+            problem_ = item;
             retry_at = Clock::now() + backoff;
             backoff = std::min(backoff * 2, o_.max_backoff);
         }

@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <fstream>
 #include <stdexcept>
 
@@ -63,6 +64,25 @@ void PrivatePostgres::start() {
 void PrivatePostgres::stop() {
     as_nobody({(bin_dir() / "pg_ctl").string(), "-D", (dir_ / "data").string(), "-m", "fast", "-w", "stop"});
     running_ = false;
+}
+
+void PrivatePostgres::signal_all(int sig) const {
+    std::ifstream pidfile(dir_ / "data" / "postmaster.pid");
+    int postmaster = 0;
+    if (!(pidfile >> postmaster) || postmaster <= 0) throw std::runtime_error("PostgreSQL is not running");
+    std::vector<int> pids = {postmaster};
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+        std::string name = e.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream status(e.path() / "status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind("PPid:", 0) == 0) {
+                if (std::atoi(line.c_str() + 5) == postmaster) pids.push_back(std::stoi(name));
+                break;
+            }
+    }
+    for (int pid : pids) ::kill(pid, sig);
 }
 
 std::string PrivatePostgres::sql(const std::string& sql, const std::string& db) const {

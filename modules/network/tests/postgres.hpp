@@ -21,6 +21,9 @@ public:
 
     void start();  // pg_ctl start -w
     void stop();   // pg_ctl stop -m fast
+    // `sig` to the postmaster and every process it started (SIGSTOP: a
+    // database that accepts connections and answers nothing).
+    void signal_all(int sig) const;
     const std::string& host() const { return listen_; }
     int port() const { return port_; }
 
