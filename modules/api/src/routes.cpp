@@ -216,6 +216,7 @@ const std::vector<Route>& routes() {
          {{"xml", true, {}, "A Libvirt XML device document must be specified"}}},
         {{"vm", ":vm", "device"}, "DELETE", &Api::vm_device,
          {{"xml", true, {}, "A Libvirt XML device document must be specified"}}},
+        {{"vm", ":vm", "rename"}, "POST", &Api::vm_rename, {{"new_name"}}},
         {{"tasks"}, "GET", &Api::task_list, {}},
         {{"tasks", ":task"}, "GET", &Api::task_get, {}},
         {{"network"}, "GET", &Api::network_list, {{"limit"}}},

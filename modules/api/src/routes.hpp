@@ -63,6 +63,7 @@ public:
     HttpResponse vm_device(Ctx&);
     HttpResponse task_list(Ctx&);
     HttpResponse task_get(Ctx&);
+    HttpResponse vm_rename(Ctx&);  // routes_vm_rename.cpp
     HttpResponse network_list(Ctx&);
     HttpResponse network_get(Ctx&);
     HttpResponse lease_list(Ctx&);

@@ -45,6 +45,7 @@ print("%s: %s" % (body["state"], body["status"]))
 
 class ApiTasks : public ApiFixture {
 protected:
+    static std::string key_path(std::string_view k, const std::string& id) { return schema::path(k, {id}); }
     void SetUp() override {
         ApiFixture::SetUp();
         runner = std::make_shared<tasks::Runner>(zk::Session::connect({.hosts = zk_->hosts()}), "hv1", logger);
@@ -165,6 +166,36 @@ TEST_F(ApiTasks, DeviceRoutesCheckTheXmlAndTheVmAndATaskForANodeWithoutRunnerFai
     auto q = get("/tasks/" + n.json()["task_id"].get<std::string>()).json();
     EXPECT_EQ(q["state"], "FAILURE");
     EXPECT_NE(q["status"].get<std::string>().find("node hv2 runs no task runner"), std::string::npos) << q.dump();
+}
+
+// POST /vm/<vm>/rename (not a task: answered in the request).
+TEST_F(ApiTasks, RenameChangesTheNameAndTheXmlsNameOnlyOfAStoppedVm) {
+    ASSERT_EQ(define("web1", U1, "hv1").status, 200u);
+    ASSERT_EQ(define("db", U2, "hv1").status, 200u);
+    auto none = post("/vm/web1/rename");
+    EXPECT_EQ(none.status, 400u);
+    EXPECT_EQ(none.json()["message"], "A new VM name must be specified");
+    EXPECT_EQ(post("/vm/web1/rename?new_name=db").json()["message"], "A VM named 'db' is already present in the cluster");
+    EXPECT_EQ(post("/vm/nobody/rename?new_name=x").json()["message"], "ERROR: Could not find VM 'nobody' in the cluster!");
+    EXPECT_EQ(post("/vm/web1/rename?new_name=a%3Cb").status, 400u);
+    session->write(key_path("domain.state", U1), "start");
+    auto running = post("/vm/web1/rename?new_name=web2");
+    EXPECT_EQ(running.status, 400u);
+    EXPECT_EQ(running.json()["message"], "ERROR: VM 'web1' is not in stopped state; VMs cannot be renamed while running.");
+    session->write(key_path("domain.state", U1), "disable");
+    std::string before = key("domain.xml", {U1});
+    auto r = post("/vm/web1/rename?new_name=w");
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(r.json()["message"], "Successfully renamed VM 'web1' to 'w'.");
+    EXPECT_EQ(key("domain.name", {U1}), "w");
+    EXPECT_EQ(key("domain.state", {U1}), "disable");
+    std::string after = key("domain.xml", {U1});
+    EXPECT_NE(after.find("<name>w</name>"), std::string::npos) << after;
+    // Only the name element: the volume name vms/web1_disk0 is left as it was.
+    EXPECT_NE(after.find("name='vms/web1_disk0'"), std::string::npos) << after;
+    EXPECT_EQ(after.size() + 3, before.size());
+    EXPECT_EQ(key("domain.storage.volumes", {U1}), "vms/web1_disk0");
+    EXPECT_EQ(get("/vm/w").status, 200u);
 }
 
 }  // namespace
