@@ -149,7 +149,9 @@ DnsAggregator::DnsAggregator(Options o, Logger log) : o_(std::move(o)), log_(std
     });
 }
 
-DnsAggregator::~DnsAggregator() {
+DnsAggregator::~DnsAggregator() { stop(); }
+
+void DnsAggregator::stop() {
     thread_.request_stop();
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();

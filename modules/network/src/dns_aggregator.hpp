@@ -83,7 +83,9 @@ public:
         std::chrono::milliseconds max_backoff{10000};    // database retries: 0.5 s doubling to this
     };
     DnsAggregator(Options o, Logger log);
-    ~DnsAggregator();  // stops the thread (a call in progress ends by its deadline)
+    ~DnsAggregator();  // stop()
+    // Stops the thread (a call in progress ends by its deadline); idempotent.
+    void stop();
     DnsAggregator(const DnsAggregator&) = delete;
     DnsAggregator& operator=(const DnsAggregator&) = delete;
 

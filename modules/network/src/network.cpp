@@ -151,7 +151,7 @@ void NetworkModule::start(NodeContext& ctx) {
                 db.port.value_or(5432)};
         o.upstream_domain = settings_.upstream.domain.value_or("");
         o.socket_dir = dynamic_dir_ / "pdns";
-        dns_ = std::make_unique<DnsAggregator>(o, log_);
+        dns_ = std::make_shared<DnsAggregator>(o, log_);
     }
     on_worker("netlink", [this] { nl_ = std::make_unique<Netlink>(); });
     on_worker("dhcp set-up", [this] {
@@ -233,7 +233,8 @@ void NetworkModule::stop() {
         log_.info("DNS aggregator: pdns_server stopped (daemon stopping)");
     }
     pdns_.reset();
-    dns_.reset();
+    // Its thread ends here, not in a watch callback holding the last reference.
+    if (dns_) dns_->stop();
     for (auto& [vni, e] : networks_) {
         if (e.lease_watch) e.lease_watch->cancel();
         for (auto& w : e.watches) w->cancel();
@@ -244,6 +245,7 @@ void NetworkModule::stop() {
         }
     }
     networks_.clear();
+    dns_.reset();
     for (auto& [name, vf] : vfs_)
         for (auto& w : vf.watches) w->cancel();
     vfs_.clear();
@@ -303,8 +305,9 @@ void NetworkModule::watch_network(const std::string& vni, Entry& e) {
     // transfers the zone at once.
     if (dns_)
         e.lease_watch = zk_->watch_children(schema::path("network.lease", {vni}),
-                                            [this, vni](const std::optional<std::vector<std::string>>&) {
-            if (dns_) dns_->poke(vni);
+                                            [dns = std::weak_ptr<DnsAggregator>(dns_),
+                                             vni](const std::optional<std::vector<std::string>>&) {
+            if (auto d = dns.lock()) d->poke(vni);
         });
     // The DHCP reservations.
     e.watches.push_back(zk_->watch_children(schema::path("network.reservation", {vni}),

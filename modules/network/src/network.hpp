@@ -187,7 +187,7 @@ private:
     std::string metadata_problem_;                    // under failed_m_: the metadata API not listening
     bool coordinator_ = false;
     std::filesystem::path pdns_exe_ = "/usr/sbin/pdns_server";
-    std::unique_ptr<DnsAggregator> dns_;              // coordinators; its own thread
+    std::shared_ptr<DnsAggregator> dns_;              // coordinators; its own thread (watches hold weak references)
     std::unique_ptr<Dnsmasq> pdns_;                   // worker only: pdns_server (a supervised child like dnsmasq)
     std::shared_ptr<MetadataApi> metadata_;           // worker only; its own threads
     std::shared_ptr<MetadataApi> metadata_view_;      // under failed_m_: the same, for contribute()
