@@ -118,10 +118,23 @@ void print(const char* what, std::vector<double> ms) {
 
 }  // namespace
 
+int run(Lab& lab, int leases, int requests);
+
 int main(int argc, char** argv) {
     int leases = argc > 1 ? std::atoi(argv[1]) : 20;
     int requests = argc > 2 ? std::atoi(argv[2]) : 300;
     Lab lab;
+    int rc = 1;
+    try {
+        rc = run(lab, leases, requests);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "dns_bench: %s\n", e.what());
+    }
+    for (int i = 0; i < leases; ++i) pvc::network::test::run({"ip", "netns", "del", ns_prefix() + "b" + std::to_string(i)});
+    return rc;
+}
+
+int run(Lab& lab, int leases, int requests) {
     if (!lab.ok()) {
         std::fprintf(stderr, "the lab did not come up\n%s\n%s\n", lab.node1_->log().c_str(), lab.node2_->log().c_str());
         return 1;
@@ -140,7 +153,8 @@ int main(int argc, char** argv) {
         char mac[32], name[32];
         std::snprintf(mac, sizeof mac, "52:54:00:bb:01:%02x", i);
         std::snprintf(name, sizeof name, "bench%d", i);
-        std::string ip = lab.guest(*p, "g2", mac, name, false);
+        // A guest of its own each (a namespace's links go asynchronously).
+        std::string ip = lab.guest(*p, "b" + std::to_string(i), mac, name, false);
         auto t0 = Clock::now();
         if (ip.empty()) continue;
         auto end = t0 + std::chrono::seconds(30);
