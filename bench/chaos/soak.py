@@ -46,7 +46,9 @@ VM_STATES = {"start", "restart", "shutdown", "stop", "disable", "fail", "migrate
              "unmigrate", "provision", "restore", "delete"}
 VM_TRANSIENT = {"restart", "shutdown", "migrate", "migrate-live", "unmigrate", "provision", "delete"}
 VM_RUNNING = {"start", "migrate", "migrate-live", "unmigrate"}
-HEAVY = {"bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long", "zk-quorum-loss"}
+HEAVY = {"bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long", "zk-quorum-loss", "sigstop-libvirtd-long"}
+# The faults after which a node may be found dead (silent beyond the deadline).
+FENCE_OK = {"bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long"}
 
 
 def now():
@@ -84,6 +86,9 @@ class Soak:
         self.cause = "none"         # fault kind or operator action in progress
         self.silenced = {}          # node -> fault kind that keeps it from writing keepalives
         self.stopped = set()        # pids we SIGSTOPped
+        self.own_restart = set()    # nodes whose killed daemon the fault itself restarts
+        self.windows = []           # (t from, t to, node or None for ZooKeeper) of each fault
+        self.ka_gaps = []           # (t of the previous write seen, t of this one, node, seconds between their mtimes)
         self.zk_pids = {}
         self.vms = {}               # uuid -> {"name", "guest": bool}
         self.expected_gone = set()
@@ -550,6 +555,8 @@ exec {self.pvcnoded} "$@"
             if st is not None and zk_fresh:
                 hist = o["ka"][n]
                 if not hist or hist[-1][0] != st.mzxid:
+                    if hist:
+                        self.ka_gaps.append((hist[-1][2] - self.t0, tnow - self.t0, n, (st.mtime - hist[-1][1]) / 1000))
                     hist.append((st.mzxid, st.mtime, tnow))
                     del hist[:-100]
         # -- fences: `dead` written while the keepalive was current
@@ -561,13 +568,19 @@ exec {self.pvcnoded} "$@"
             if v == "dead" and prev != "dead" and zk_fresh and st is not None:
                 before = [mt for (zx, mt, _) in o["ka"][n] if zx < st.mzxid]
                 age = (st.mtime - max(before)) / 1000.0 if before else None
-                expected = self.silenced.get(n)
+                expected = self.silenced.get(n) if self.silenced.get(n) in FENCE_OK else None
                 self.fences.append((self.t(), n, expected))
                 self.log(f"observer: hv{n} marked dead, its last keepalive {age if age is None else round(age, 2)} s "
                          f"before (deadline {self.deadline} s; {'after ' + expected if expected else 'NO fault silenced it'})")
                 if age is not None and age < self.deadline - 0.5:
                     self.violation("fence-current", (n, st.mzxid),
                                    f"hv{n} marked dead {age:.2f} s after its last keepalive (deadline {self.deadline} s)")
+                elif not expected:
+                    # Its daemon ran and reached ZooKeeper: only a node silenced for
+                    # longer than the deadline may be found dead.
+                    self.violation("fence-unexpected", (n, st.mzxid),
+                                   f"hv{n} marked dead while no fault kept it silent for the deadline "
+                                   f"(last keepalive {age if age is None else round(age, 2)} s before)")
         # -- at most one primary (held over two reads: they are not one snapshot)
         prim = [n for n in NODES if val(f"/nodes/hv{n}/routerstate") == "primary"]
         if len(prim) > 1 and zk_fresh:
@@ -723,8 +736,11 @@ exec {self.pvcnoded} "$@"
 
     def check_published(self, kind):
         """Once settled, each node's next keepalives publish what it runs."""
-        bad = []
+        t0 = now()
+        first = self.published_mismatch()
         if self.wait(lambda: not self.published_mismatch(), 3 * self.ki + 3, 0.5):
+            if now() - t0 > 2:
+                self.log(f"runningdomains caught up {now() - t0:.1f} s after settling from {kind}: {'; '.join(first)}")
             return
         bad = self.published_mismatch()
         if bad:
@@ -770,7 +786,7 @@ exec {self.pvcnoded} "$@"
         rng = random.Random(self.seed)
         kinds = [  # (kind, weight)
             ("kill9-pvcnoded", 14), ("sigstop-pvcnoded", 12), ("sigstop-pvcnoded-long", 1),
-            ("kill9-libvirtd", 8), ("restart-libvirtd", 8), ("sigstop-libvirtd", 6),
+            ("kill9-libvirtd", 8), ("restart-libvirtd", 8), ("sigstop-libvirtd", 6), ("sigstop-libvirtd-long", 1),
             ("bmc-power-off", 2), ("zk-kill", 10), ("zk-sigstop", 6), ("zk-quorum-loss", 2),
             ("net-cut", 8), ("net-cut-long", 1), ("clock-skew", 6 if self.args.faketime_lib else 0),
         ]
@@ -785,22 +801,32 @@ exec {self.pvcnoded} "$@"
         for i in range(self.args.faults):
             kind = rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
             f = {"i": i, "kind": kind, "node": rng.choice(NODES), "member": rng.choice(ZK_MEMBERS),
-                 "hold": round(rng.uniform(1, 6), 2), "gap": round(rng.uniform(0.5, 2.5), 2),
+                 "hold": round(rng.uniform(0.5, 4.5), 2), "gap": round(rng.uniform(0.2, 1.0), 2),
                  "skew": rng.choice([-1, 1]) * rng.randint(30, 900),
-                 "op": rng.choices([o for o, _ in ops], [w for _, w in ops])[0] if rng.random() < 0.45 else None,
+                 "op": rng.choices([o for o, _ in ops], [w for _, w in ops])[0] if rng.random() < 0.35 else None,
                  "op_node": rng.choice(NODES), "op_guest": rng.randrange(self.args.guests), "op_pick": rng.random(),
                  # the operator's action runs while the fault is injected (after op_delay s)
                  "op_during": rng.random() < 0.4, "op_delay": round(rng.uniform(0, 3), 2)}
             # A second, light fault on another node while a heavy one is recovered
             # from: a fencing coordinator's daemon killed or stopped mid-job, the
             # recovery target's libvirtd restarted.
-            bg = {"kind": rng.choice(["kill9-pvcnoded", "sigstop-pvcnoded", "kill9-libvirtd", "restart-libvirtd"]),
+            bg_kinds = ["kill9-pvcnoded", "sigstop-pvcnoded", "kill9-libvirtd", "restart-libvirtd", "net-cut"]
+            bg_kinds += ["clock-skew"] if self.args.faketime_lib else []
+            bg_kinds += [] if kind == "zk-quorum-loss" else ["zk-kill", "zk-sigstop"]
+            bg = {"kind": rng.choice(bg_kinds),
                   "node": rng.choice([x for x in NODES if x != f["node"]]),
                   "delay": round(rng.uniform(self.deadline - 2, self.deadline + self.throws * self.ki + 4), 2),
-                  "hold": round(rng.uniform(1, 4), 2), "i": f"{i}b", "member": f["member"], "skew": 0}
+                  "hold": round(rng.uniform(1, 4), 2), "i": f"{i}b", "member": rng.choice(ZK_MEMBERS),
+                  "skew": rng.choice([-1, 1]) * rng.randint(30, 900)}
+            if kind in HEAVY:
+                # The operator acts while the dead node's VMs are being recovered.
+                f["op_delay"] = round(rng.uniform(self.deadline - 2, self.deadline + self.throws * self.ki + 6), 2)
             f["bg"] = bg if kind in HEAVY and rng.random() < 0.6 else None
             if kind in ("sigstop-pvcnoded-long",):
                 f["hold"] = round(self.deadline + self.throws * self.ki + rng.uniform(6, 12), 2)
+            elif kind == "sigstop-libvirtd-long":
+                # Longer than the deadline: the keepalive must go on without libvirt.
+                f["hold"] = round(self.deadline + self.throws * self.ki + rng.uniform(4, 8), 2)
             elif kind == "net-cut-long":
                 f["hold"] = round(self.deadline + self.throws * self.ki + rng.uniform(8, 16), 2)
             elif kind == "zk-quorum-loss":
@@ -818,6 +844,29 @@ exec {self.pvcnoded} "$@"
         rc, out = self.script(script, "start", n, check=False)
         self.log(f"{script} start {n}: rc {rc} {out.strip().splitlines()[-1] if out.strip() else ''}"[:300])
 
+    def supervise(self):
+        """What systemd does for pvcnoded.service (Restart=on-failure, RestartSec=2):
+        a daemon that exited on a node that is powered on (its libvirtd runs) is
+        started again; absent 5 s here, so a boot in progress starts it first."""
+        absent = {}
+        while not self.stop_observer.is_set():
+            for n in NODES:
+                if n in self.own_restart or self.libvirtd_pid(n) is None or self.daemon_pid(n) is not None:
+                    absent.pop(n, None)
+                    continue
+                first = absent.setdefault(n, now())
+                if now() - first >= 5:
+                    absent.pop(n, None)
+                    try:
+                        tail = open(f"{self.dir}/hv{n}/pvcnoded/out.log").read().strip().splitlines()[-1:]
+                    except OSError:
+                        tail = []
+                    self.log(f"systemd: pvcnoded hv{n} exited ({tail[0][:160] if tail else 'no output'}); "
+                             f"starting it again")
+                    self.ops["systemd restart"] += 1
+                    self.restart("node.sh", n)
+            time.sleep(1)
+
     def follow_logs(self, out_dir):
         """Every daemon's output into <out>/soak-<seed>-hvN.log (a restart truncates
         the lab's own copy)."""
@@ -829,6 +878,13 @@ exec {self.pvcnoded} "$@"
                 stdout=f, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
 
     def inject(self, f, bg=False):
+        t0 = self.t()
+        try:
+            self.inject_fault(f, bg)
+        finally:
+            self.windows.append((t0, self.t(), None if f["kind"].startswith("zk-") else f["node"]))
+
+    def inject_fault(self, f, bg):
         kind, n, m, hold = f["kind"], f["node"], f["member"], f["hold"]
         self.faults[kind] += 1
         if not bg:
@@ -837,12 +893,14 @@ exec {self.pvcnoded} "$@"
         if kind == "kill9-pvcnoded":
             p = self.daemon_pid(n)
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}), restarted after {hold} s")
+            self.own_restart.add(n)
             if p:
                 self.silenced[n] = kind
                 self.sig(p, signal.SIGKILL)
                 self.gone(p)
             time.sleep(hold)
             self.restart("node.sh", n)
+            self.own_restart.discard(n)
             self.silenced.pop(n, None)
         elif kind in ("sigstop-pvcnoded", "sigstop-pvcnoded-long"):
             p = self.daemon_pid(n)
@@ -868,7 +926,7 @@ exec {self.pvcnoded} "$@"
                 self.sig(p, signal.SIGTERM)
                 self.gone(p, 20)
             self.restart("libvirtd.sh", n)
-        elif kind == "sigstop-libvirtd":
+        elif kind in ("sigstop-libvirtd", "sigstop-libvirtd-long"):
             p = self.libvirtd_pid(n)
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}) for {hold} s")
             if p:
@@ -994,6 +1052,7 @@ exec {self.pvcnoded} "$@"
             self.up()
             self.follow_logs(out_dir)
             self.start_observer()
+            threading.Thread(target=self.supervise, daemon=True).start()
             time.sleep(self.deadline)  # the fencers trust only after a full deadline
             self.recover("start", 120)
             t_end = now() + self.args.minutes * 60
@@ -1052,6 +1111,16 @@ exec {self.pvcnoded} "$@"
             p(f"  {k}: settled {len(r)}x, mean {sum(r) / len(r):.1f} s, max {max(r):.1f} s")
         p(f"fences: {len(self.fences)} ("
           + ", ".join(f"hv{n} at {t:.0f} s after {e or 'NO FAULT'}" for t, n, e in self.fences) + ")")
+        quiet = []
+        for (a, b, n, gap) in self.ka_gaps:
+            # untouched: no fault on this node or on ZooKeeper overlapped it (+ 2 s)
+            if not any(w0 - 2 <= b and a <= w1 + 2 and (wn is None or wn == n) for (w0, w1, wn) in self.windows):
+                quiet.append(gap)
+        if quiet:
+            quiet.sort()
+            p(f"keepalive intervals on nodes no fault touched: {len(quiet)}, median {quiet[len(quiet) // 2]:.2f} s, "
+              f"99th percentile {quiet[int(len(quiet) * 0.99)]:.2f} s, longest {quiet[-1]:.2f} s "
+              f"(keepalive {self.ki} s, deadline {self.deadline} s)")
         p(f"violations: {len(self.violations)}")
         for t, kind, text in self.violations:
             p(f"  [{t:8.2f}] {kind}: {text}   (seed {self.seed})")
