@@ -92,12 +92,15 @@ Queued submit(zk::Session& zk, const std::string& name, const std::string& run_o
         if (node.empty() || node == "none")
             throw SubmitError("ERROR: There is no primary coordinator now (a hand-over is in progress); try again.");
     }
-    if (node.empty() || node.find('/') != std::string::npos || !zk.exists(path("node.name", {node})))
+    if (node.empty() || node.find('/') != std::string::npos)
         throw SubmitError("ERROR: No node named " + node + " is present in the cluster.");
-    zk.ensure_path(path("task.queue"));
+    // The node and its runner's advertisement in one round trip.
+    std::vector<zk::Stat> stats;
+    auto got = zk.get_many({path("node.name", {node}), path("task.runner", {node})}, &stats);
+    if (!got[0]) throw SubmitError("ERROR: No node named " + node + " is present in the cluster.");
 
     Json state = state_json(pending, 0, 1, "Pending job start");
-    auto ad = zk.get(path("task.runner", {node}));
+    const auto& ad = got[1];
     if (!ad) {
         state = state_json(failure, 1, 1,
                            "TaskFailure: node " + node +
@@ -118,6 +121,10 @@ Queued submit(zk::Session& zk, const std::string& name, const std::string& run_o
         tx.create(path("task.state", {id}), state.dump());
         zk::Status st = tx.commit();
         if (st == zk::Status::ok) return {id, name, node};
+        if (st == zk::Status::no_node) {  // no runner has made the queue yet
+            zk.ensure_path(path("task.queue"));
+            continue;
+        }
         if (st != zk::Status::node_exists) throw zk::Error(st, std::string("queueing task ") + name + " failed: " +
                                                                    zk::to_string(st));
     }
@@ -213,6 +220,12 @@ struct Runner::Impl : std::enable_shared_from_this<Runner::Impl> {
     std::vector<std::thread> workers;
     std::thread dispatcher;
     std::vector<std::shared_ptr<zk::Watch>> watches;
+    // The children of the queue and of the runners as their watches last
+    // delivered them (nullopt: not yet, or the key is absent: read then).
+    std::optional<std::vector<std::string>> queue_seen, runners_seen;
+    // Tasks this runner has ended (id → finished), for the dispatcher's
+    // bookkeeping without reading them back.
+    std::map<std::string, double> ended_here;
 
     // Dispatcher thread only.
     struct Known {
@@ -290,8 +303,20 @@ struct Runner::Impl : std::enable_shared_from_this<Runner::Impl> {
     }
 
     void scan() {
-        auto ids = zk->children(path("task.queue")).value_or(std::vector<std::string>{});
-        auto runner_list = zk->children(path("task.runners")).value_or(std::vector<std::string>{});
+        std::optional<std::vector<std::string>> q, r;
+        {
+            std::lock_guard g(m);
+            q = queue_seen;
+            r = runners_seen;
+        }
+        std::map<std::string, double> ended;
+        {
+            std::lock_guard g(m);
+            ended.swap(ended_here);
+        }
+        for (const auto& [id, when] : ended) known[id] = Known{true, when, node};
+        auto ids = q ? *q : zk->children(path("task.queue")).value_or(std::vector<std::string>{});
+        auto runner_list = r ? *r : zk->children(path("task.runners")).value_or(std::vector<std::string>{});
         std::set<std::string> runners(runner_list.begin(), runner_list.end());
         std::set<std::string> present(ids.begin(), ids.end());
         for (auto it = known.begin(); it != known.end();)
@@ -456,7 +481,8 @@ struct Runner::Impl : std::enable_shared_from_this<Runner::Impl> {
         }
         // The terminal write, with the removal of `active`; retried while
         // ZooKeeper is unreachable (bounded).
-        void finish(std::string_view st, const std::string& status) {
+        // True when the result was written (the task is terminal by our write).
+        bool finish(std::string_view st, const std::string& status) {
             long n = st == success ? last_total : 1;
             Json s = state(st, n, st == success ? last_total : 1, status);
             s["finished"] = now_seconds();
@@ -469,23 +495,36 @@ struct Runner::Impl : std::enable_shared_from_this<Runner::Impl> {
                     zk::Status r = tx.commit();
                     if (r == zk::Status::ok) {
                         impl.log.info("Task {} ({}): {}: {}", id_, name_, st, status);
-                        return;
+                        return true;
                     }
                     if (r == zk::Status::bad_version || r == zk::Status::no_node) {
                         impl.log.warn("Task {} ({}) was marked failed meanwhile; its own result is dropped: {}: {}",
                                       id_, name_, st, status);
-                        return;
+                        return false;
+                    }
+                    if (r == zk::Status::closed) {
+                        impl.log.warn("Task {} ({}): result not written (the session is closed): {}: {}", id_, name_,
+                                      st, status);
+                        return false;
                     }
                     impl.log.warn("Task {}: result not written ({}), retrying", id_, zk::to_string(r));
+                } catch (const zk::Error& e) {
+                    if (e.status == zk::Status::closed) {
+                        impl.log.warn("Task {} ({}): result not written (the session is closed): {}: {}", id_, name_,
+                                      st, status);
+                        return false;
+                    }
+                    impl.log.warn("Task {}: result not written ({}), retrying", id_, e.what());
                 } catch (const std::exception& e) {
                     impl.log.warn("Task {}: result not written ({}), retrying", id_, e.what());
                 }
                 if (std::chrono::steady_clock::now() > until) {
                     impl.log.error("Task {} ({}): result not written in 30 s, given up: {}: {}", id_, name_, st, status);
-                    return;
+                    return false;
                 }
                 std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 100 << std::min(attempt, 4))));
             }
+            return false;
         }
     };
 
@@ -497,21 +536,23 @@ struct Runner::Impl : std::enable_shared_from_this<Runner::Impl> {
             std::lock_guard g(m);
             if (auto it = handlers.find(name); it != handlers.end()) h = it->second;
         }
+        bool written = false;
         try {
             if (!h) throw services::TaskFailure("node " + node + " has no handler for task " + name);
             std::string text = h(r);
-            r.finish(success, text);
+            written = r.finish(success, text);
         } catch (const services::TaskFailure& e) {
-            r.finish(failure, std::string("TaskFailure: ") + e.what());
+            written = r.finish(failure, std::string("TaskFailure: ") + e.what());
         } catch (const std::exception& e) {
-            r.finish(failure, e.what());
+            written = r.finish(failure, e.what());
         } catch (...) {
-            r.finish(failure, "unknown exception");
+            written = r.finish(failure, "unknown exception");
         }
         {
             std::lock_guard g(m);
             in_progress.erase(id);
-            dirty = true;
+            if (written) ended_here[id] = now_seconds();
+            dirty = true;  // a slot is free; pruning
         }
         cv.notify_all();
     }
@@ -608,11 +649,21 @@ void Runner::start() {
     i.zk->ensure_path(path("task.runners"));
     i.advertise();
     std::weak_ptr<Impl> weak = impl_;
-    auto poke = [weak](const auto&) {
-        if (auto s = weak.lock()) s->wake();
+    // Watch callbacks only store what they deliver and wake the dispatcher.
+    auto seen = [weak](std::optional<std::vector<std::string>> Impl::*into) {
+        return [weak, into](const std::optional<std::vector<std::string>>& children) {
+            auto s = weak.lock();
+            if (!s) return;
+            {
+                std::lock_guard g(s->m);
+                (*s).*into = children;
+                s->dirty = true;
+            }
+            s->cv.notify_all();
+        };
     };
-    i.watches.push_back(i.zk->watch_children(path("task.queue"), poke));
-    i.watches.push_back(i.zk->watch_children(path("task.runners"), poke));
+    i.watches.push_back(i.zk->watch_children(path("task.queue"), seen(&Impl::queue_seen)));
+    i.watches.push_back(i.zk->watch_children(path("task.runners"), seen(&Impl::runners_seen)));
     i.watches.push_back(i.zk->on_session_event([weak](zk::SessionEvent e) {
         if (e == zk::SessionEvent::expired_recovered || e == zk::SessionEvent::reconnected)
             if (auto s = weak.lock()) s->wake();
