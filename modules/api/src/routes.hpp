@@ -64,6 +64,10 @@ public:
     HttpResponse task_list(Ctx&);
     HttpResponse task_get(Ctx&);
     HttpResponse vm_rename(Ctx&);  // routes_vm_rename.cpp
+    // routes_cluster.cpp
+    HttpResponse cluster_initialize(Ctx&);
+    HttpResponse cluster_backup(Ctx&);
+    HttpResponse cluster_restore(Ctx&);
     HttpResponse network_list(Ctx&);
     HttpResponse network_get(Ctx&);
     HttpResponse lease_list(Ctx&);
