@@ -58,7 +58,7 @@ std::optional<std::string> mac_of(zk::Session& zk, const std::vector<std::string
 
 std::optional<VmDetails> find_vm(zk::Session& zk, const std::string& ip, std::map<std::string, std::string>* cache) {
     auto networks = zk.children(schema::path("base.network"));
-    if (!networks) return std::nullopt;
+    if (!networks || networks->empty()) return std::nullopt;
     std::vector<std::string> managed;
     {
         std::vector<std::string> paths;
@@ -81,7 +81,7 @@ std::optional<VmDetails> find_vm(zk::Session& zk, const std::string& ip, std::ma
     }
     if (uuid.empty()) {
         auto uuids = zk.children(schema::path("base.domain"));
-        if (!uuids) return std::nullopt;
+        if (!uuids || uuids->empty()) return std::nullopt;
         std::vector<std::string> paths;
         for (const auto& u : *uuids) paths.push_back(schema::path("domain.xml", {u}));
         auto xmls = zk.get_many(paths);
