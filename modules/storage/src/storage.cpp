@@ -121,6 +121,7 @@ void StorageModule::stop() {
     if (services_ && volumes_)
         services_->withdraw<services::RbdVolumes>(std::static_pointer_cast<services::RbdVolumes>(volumes_));
     if (pool_) pool_->stop();
+    if (collector_) collector_->disconnect();  // the pool is stopped: no collection runs
     if (objects_) objects_->stop();
     if (calls_) calls_->wait_idle(std::chrono::seconds(15));
 }

@@ -218,6 +218,53 @@ TEST_F(Storage, StatisticsNeverRecreateAPoolOrOsdThatIsGone) {
     ex.io().stop();
 }
 
+// One librados connection serves every collection; a monitor restart
+// under the running collector fails a collection (bounded), drops the
+// connection, and the next collection once Ceph answers connects anew.
+TEST_F(Storage, CollectionsShareOneConnectionAndReconnectAfterAMonitorRestart) {
+    define_pool("vms");
+    define_osd("0", node);
+    pvc::Executor ex(1);
+    CephObjects objects(session, log, ex, {node});
+    auto guard = boost::asio::make_work_guard(ex.io());
+    std::jthread io([&] { ex.run_io(); });
+    objects.start();
+    ASSERT_TRUE(eventually([&] { return !objects.pools().empty() && objects.own_osds() == 1; }));
+    CephCalls calls;
+    StatsCollector collector(session, log, objects, calls, {node, client(), 5s});
+    for (int i = 0; i < 3; ++i) collector.collect();
+    EXPECT_EQ(collector.published(), 3u) << logged();
+    EXPECT_EQ(collector.connections(), 1u);
+
+    ceph->stop_mon();
+    pvc::zk::Stat before;
+    session->get(path("base.storage.health"), &before);
+    auto t0 = std::chrono::steady_clock::now();
+    collector.collect();  // the kept connection's status call fails within its deadline
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, pvc::test::scaled(12s));
+    EXPECT_EQ(collector.published(), 3u);
+    ceph->start_mon();
+    ASSERT_TRUE(eventually([&] {
+        collector.collect();
+        return collector.published() > 3;
+    }, pvc::test::scaled(60s))) << logged();
+    EXPECT_EQ(collector.connections(), 2u) << "a new connection after the failure, one only";
+    pvc::zk::Stat after;
+    session->get(path("base.storage.health"), &after);
+    EXPECT_GT(after.mzxid, before.mzxid);
+    EXPECT_NE(logged().find("Ceph statistics collected again"), std::string::npos) << logged();
+    // Kept again from then on.
+    collector.collect();
+    EXPECT_EQ(collector.connections(), 2u);
+    collector.disconnect();
+    collector.collect();
+    EXPECT_EQ(collector.connections(), 3u);
+    objects.stop();
+    guard.reset();
+    ex.io().stop();
+    ceph->wait_health_ok();
+}
+
 TEST_F(Storage, NonPrimaryCallsNoCephAndWritesNothing) {
     session->write(path("node.state.router", {node}), "secondary");
     session->write(path("base.storage.health"), "sentinel");
