@@ -46,7 +46,8 @@ VM_STATES = {"start", "restart", "shutdown", "stop", "disable", "fail", "migrate
              "unmigrate", "provision", "restore", "delete"}
 VM_TRANSIENT = {"restart", "shutdown", "migrate", "migrate-live", "unmigrate", "provision", "delete"}
 VM_RUNNING = {"start", "migrate", "migrate-live", "unmigrate"}
-HEAVY = {"bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long", "zk-quorum-loss", "sigstop-libvirtd-long"}
+HEAVY = {"bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long", "zk-quorum-loss", "sigstop-libvirtd-long",
+         "zk-sigstop-long"}
 # The faults after which a node may be found dead (silent beyond the deadline).
 FENCE_OK = {"bmc-power-off", "sigstop-pvcnoded-long", "net-cut-long"}
 
@@ -78,6 +79,7 @@ class Soak:
         self.violations = []        # (t, kind, text)
         self.vio_keys = set()
         self.faults = collections.Counter()
+        self.bg_faults = collections.Counter()
         self.recoveries = collections.defaultdict(list)   # kind -> [seconds]
         self.unrecovered = collections.Counter()
         self.downtime = collections.defaultdict(float)      # cause kind -> longest seconds
@@ -85,6 +87,8 @@ class Soak:
         self.ops = collections.Counter()
         self.cause = "none"         # fault kind or operator action in progress
         self.silenced = {}          # node -> fault kind that keeps it from writing keepalives
+        self.silent_hold = {}       # node -> for how long
+        self.healed = {}            # node -> (kind, hold, when) of the last silence
         self.stopped = set()        # pids we SIGSTOPped
         self.own_restart = set()    # nodes whose killed daemon the fault itself restarts
         self.windows = []           # (t from, t to, node or None for ZooKeeper) of each fault
@@ -200,6 +204,26 @@ class Soak:
                     return p
             except OSError:
                 pass
+        return None
+
+    def silence(self, n, kind, hold):
+        self.silenced[n] = kind
+        self.silent_hold[n] = hold
+
+    def unsilence(self, n):
+        kind = self.silenced.pop(n, None)
+        if kind:
+            self.healed[n] = (kind, self.silent_hold.get(n, 0), now())
+
+    def fence_expected(self, n):
+        """The fault that may have got node n fenced: one that keeps it silent past
+        the deadline by design, or a short one whose hold (plus the interval
+        before it and the one after) reaches the deadline (short deadlines)."""
+        kind, hold = self.silenced.get(n), self.silent_hold.get(n, 0)
+        if kind is None and n in self.healed and now() - self.healed[n][2] < 2 * self.ki + 1:
+            kind, hold = self.healed[n][:2]
+        if kind and (kind in FENCE_OK or hold >= self.deadline - 2 * self.ki):
+            return kind
         return None
 
     def gone(self, pid, timeout=10):
@@ -568,7 +592,7 @@ exec {self.pvcnoded} "$@"
             if v == "dead" and prev != "dead" and zk_fresh and st is not None:
                 before = [mt for (zx, mt, _) in o["ka"][n] if zx < st.mzxid]
                 age = (st.mtime - max(before)) / 1000.0 if before else None
-                expected = self.silenced.get(n) if self.silenced.get(n) in FENCE_OK else None
+                expected = self.fence_expected(n)
                 self.fences.append((self.t(), n, expected))
                 self.log(f"observer: hv{n} marked dead, its last keepalive {age if age is None else round(age, 2)} s "
                          f"before (deadline {self.deadline} s; {'after ' + expected if expected else 'NO fault silenced it'})")
@@ -787,7 +811,7 @@ exec {self.pvcnoded} "$@"
         kinds = [  # (kind, weight)
             ("kill9-pvcnoded", 14), ("sigstop-pvcnoded", 12), ("sigstop-pvcnoded-long", 1),
             ("kill9-libvirtd", 8), ("restart-libvirtd", 8), ("sigstop-libvirtd", 6), ("sigstop-libvirtd-long", 1),
-            ("bmc-power-off", 2), ("zk-kill", 10), ("zk-sigstop", 6), ("zk-quorum-loss", 2),
+            ("bmc-power-off", 2), ("zk-kill", 10), ("zk-sigstop", 6), ("zk-sigstop-long", 1), ("zk-quorum-loss", 2),
             ("net-cut", 8), ("net-cut-long", 1), ("clock-skew", 6 if self.args.faketime_lib else 0),
         ]
         if self.args.kinds:
@@ -812,7 +836,7 @@ exec {self.pvcnoded} "$@"
             # recovery target's libvirtd restarted.
             bg_kinds = ["kill9-pvcnoded", "sigstop-pvcnoded", "kill9-libvirtd", "restart-libvirtd", "net-cut"]
             bg_kinds += ["clock-skew"] if self.args.faketime_lib else []
-            bg_kinds += [] if kind == "zk-quorum-loss" else ["zk-kill", "zk-sigstop"]
+            bg_kinds += [] if kind in ("zk-quorum-loss", "zk-sigstop-long") else ["zk-kill", "zk-sigstop"]
             bg = {"kind": rng.choice(bg_kinds),
                   "node": rng.choice([x for x in NODES if x != f["node"]]),
                   "delay": round(rng.uniform(self.deadline - 2, self.deadline + self.throws * self.ki + 4), 2),
@@ -827,6 +851,10 @@ exec {self.pvcnoded} "$@"
             elif kind == "sigstop-libvirtd-long":
                 # Longer than the deadline: the keepalive must go on without libvirt.
                 f["hold"] = round(self.deadline + self.throws * self.ki + rng.uniform(4, 8), 2)
+            elif kind == "zk-sigstop-long":
+                # A member hung past the deadline: its clients must move to another
+                # member (2/3 of the 10 s session timeout) and keep their keepalives.
+                f["hold"] = round(self.deadline + rng.uniform(4, 8), 2)
             elif kind == "net-cut-long":
                 f["hold"] = round(self.deadline + self.throws * self.ki + rng.uniform(8, 16), 2)
             elif kind == "zk-quorum-loss":
@@ -887,6 +915,8 @@ exec {self.pvcnoded} "$@"
     def inject_fault(self, f, bg):
         kind, n, m, hold = f["kind"], f["node"], f["member"], f["hold"]
         self.faults[kind] += 1
+        if bg:
+            self.bg_faults[kind] += 1
         if not bg:
             self.cause = kind
         node = f"hv{n}"
@@ -895,22 +925,22 @@ exec {self.pvcnoded} "$@"
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}), restarted after {hold} s")
             self.own_restart.add(n)
             if p:
-                self.silenced[n] = kind
+                self.silence(n, kind, hold)
                 self.sig(p, signal.SIGKILL)
                 self.gone(p)
             time.sleep(hold)
             self.restart("node.sh", n)
             self.own_restart.discard(n)
-            self.silenced.pop(n, None)
+            self.unsilence(n)
         elif kind in ("sigstop-pvcnoded", "sigstop-pvcnoded-long"):
             p = self.daemon_pid(n)
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}) for {hold} s")
             if p:
-                self.silenced[n] = kind
+                self.silence(n, kind, hold)
                 self.sig(p, signal.SIGSTOP)
                 time.sleep(hold)
                 self.sig(p, signal.SIGCONT)
-                self.silenced.pop(n, None)
+                self.unsilence(n)
         elif kind == "kill9-libvirtd":
             p = self.libvirtd_pid(n)
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}), restarted after {hold / 3:.2f} s")
@@ -935,7 +965,7 @@ exec {self.pvcnoded} "$@"
                 self.sig(p, signal.SIGCONT)
         elif kind == "bmc-power-off":
             self.log(f"fault #{f['i']} {kind} {node}: ipmitool chassis power off")
-            self.silenced[n] = kind
+            self.silence(n, kind, hold)
             rc, out = self.sh(["ipmitool", "-I", "lanplus", "-C", "3", "-H", f"{self.net}.{100 + n}", "-U", "admin",
                                "-P", "pass", "chassis", "power", "off"], timeout=30)
             # The fence powers it on again; the operator does if nobody fenced it.
@@ -945,7 +975,7 @@ exec {self.pvcnoded} "$@"
                 self.log(f"{node} not fenced or not powered on by the fence: operator powers it on")
                 self.sh(["ipmitool", "-I", "lanplus", "-C", "3", "-H", f"{self.net}.{100 + n}", "-U", "admin",
                          "-P", "pass", "chassis", "power", "on"], timeout=30)
-            self.silenced.pop(n, None)
+            self.unsilence(n)
         elif kind == "zk-kill":
             p = self.zk_pid(m)
             self.log(f"fault #{f['i']} {kind} member {m} (pid {p}), restarted after {hold} s")
@@ -953,7 +983,7 @@ exec {self.pvcnoded} "$@"
                 self.sig(p, signal.SIGKILL)
             time.sleep(hold)
             self.zk_start(m)
-        elif kind == "zk-sigstop":
+        elif kind in ("zk-sigstop", "zk-sigstop-long"):
             p = self.zk_pid(m)
             self.log(f"fault #{f['i']} {kind} member {m} (pid {p}) for {hold} s")
             if p:
@@ -975,12 +1005,12 @@ exec {self.pvcnoded} "$@"
             rules = ('table inet soakcut {\n chain in { type filter hook input priority -10; policy accept; '
                      'iifname "eth0" drop; }\n chain out { type filter hook output priority -10; policy accept; '
                      'oifname "eth0" drop; }\n}\n')
-            self.silenced[n] = kind
+            self.silence(n, kind, hold)
             subprocess.run(["ip", "netns", "exec", self.ns(n), "nft", "-f", "-"], input=rules, text=True,
                            check=False)
             time.sleep(hold)
             self.sh(["ip", "netns", "exec", self.ns(n), "nft", "delete", "table", "inet", "soakcut"])
-            self.silenced.pop(n, None)
+            self.unsilence(n)
         elif kind == "clock-skew":
             s = f["skew"]
             self.log(f"fault #{f['i']} {kind} {node}: wall clock {s:+d} s for {hold} s")
@@ -1009,9 +1039,15 @@ exec {self.pvcnoded} "$@"
                 rc, out = self.pvc("vm", "unmigrate", name, "--wait", "--timeout", "90", timeout=120)
                 self.log(f"op unmigrate {name}: rc {rc} {out[-200:]}")
             else:
-                rc, out = self.pvc("vm", "migrate", name, "--node", node, "--live", "--wait", "--timeout", "90",
-                                   timeout=120)
-                self.log(f"op migrate {name} --node {node} --live: rc {rc} {out[-200:]}")
+                # The drawn node, or the next one when the VM is there already.
+                u = guests[f["op_guest"] % len(guests)][1]
+                snap = self.obs["snapshot"]
+                here = snap["keys"].get(f"/domains/{u}/node", (None,))[0] if snap else None
+                if node == here:
+                    node = f"hv{NODES[(f['op_node']) % len(NODES)]}"
+                rc, out = self.pvc("vm", "migrate", name, "--node", node, "--live", "--force", "--wait",
+                                   "--timeout", "90", timeout=120)
+                self.log(f"op migrate {name} --node {node} --live --force: rc {rc} {out[-200:]}")
         elif op == "flush-ready":
             rc, out = self.pvc("node", "flush", node, "--wait", "--timeout", "120", timeout=150)
             self.log(f"op flush {node}: rc {rc} {out[-200:]}")
@@ -1100,15 +1136,20 @@ exec {self.pvcnoded} "$@"
         p(f"=== chaos soak, seed {self.seed}: {sum(self.faults.values())} faults in "
           f"{self.t_faults / 60:.1f} min (keepalive {self.ki} s x {self.fi}, saving throws {self.throws}, "
           f"failover bound {self.bound} s)")
-        p(f"{'fault kind':<24}{'count':>6}{'recovered':>10}{'mean s':>8}{'max s':>8}{'longest VM downtime s':>23}")
-        for k in sorted(set(self.faults) | set(self.downtime)):
+        p("(count: all, of which 'second' came during a heavy fault's recovery; recovered: the cluster settled, "
+          "mean/max seconds from the fault's end; downtime: the longest a started guest ran nowhere, by what "
+          "was going on when it stopped)")
+        p(f"{'fault kind':<24}{'count':>6}{'second':>7}{'recovered':>10}{'mean s':>8}{'max s':>8}"
+          f"{'longest VM downtime s':>23}")
+        for k in sorted(k for k in set(self.faults) | set(self.downtime) if not k.startswith("operator")):
             r = self.recoveries.get(k, [])
-            p(f"{k:<24}{self.faults.get(k, 0):>6}{len(r):>10}{(sum(r) / len(r) if r else 0):>8.1f}"
-              f"{(max(r) if r else 0):>8.1f}{self.downtime.get(k, 0):>23.1f}")
+            p(f"{k:<24}{self.faults.get(k, 0):>6}{self.bg_faults.get(k, 0):>7}{len(r):>10}"
+              f"{(sum(r) / len(r) if r else 0):>8.1f}{(max(r) if r else 0):>8.1f}{self.downtime.get(k, 0):>23.1f}")
         p("operator actions: " + ", ".join(f"{k} {v}" for k, v in sorted(self.ops.items())))
         opr = {k: v for k, v in self.recoveries.items() if k.startswith("operator")}
         for k, r in sorted(opr.items()):
-            p(f"  {k}: settled {len(r)}x, mean {sum(r) / len(r):.1f} s, max {max(r):.1f} s")
+            p(f"  {k}: settled {len(r)}x, mean {sum(r) / len(r):.1f} s, max {max(r):.1f} s, "
+              f"longest VM downtime {self.downtime.get(k, 0):.1f} s")
         p(f"fences: {len(self.fences)} ("
           + ", ".join(f"hv{n} at {t:.0f} s after {e or 'NO FAULT'}" for t, n, e in self.fences) + ")")
         quiet = []
