@@ -28,7 +28,7 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 }
 
 TEST(PvcCliUsage, UnknownCommandIsNamedEvenWithHelp) {
-    const std::string msg = "'netwrk' is not a command of 'pvc' (its commands: cluster, node, vm, network, completion)";
+    const std::string msg = "'netwrk' is not a command of 'pvc' (its commands: cluster, node, vm, network, storage, completion)";
     expect_usage_error({"netwrk"}, msg);
     expect_usage_error({"netwrk", "--help"}, msg);
     expect_usage_error({"netwrk", "list", "-h"}, msg);
@@ -40,6 +40,10 @@ TEST(PvcCliUsage, UnknownSubcommandIsNamedWithTheCommandsOfItsParent) {
                        "secondary, log)");
     expect_usage_error({"vm", "frobnicate", "--help"}, "'frobnicate' is not a command of 'pvc vm'");
     expect_usage_error({"cluster", "stats"}, "'stats' is not a command of 'pvc cluster'");
+    expect_usage_error({"storage", "volume", "snapshot", "purge"},
+                       "'purge' is not a command of 'pvc storage volume snapshot' (its commands: add, rename, remove, "
+                       "list)");
+    expect_usage_error({"storage", "pool", "add", "vms"}, "pvc storage pool add: pgs is required");
 }
 
 TEST(PvcCliUsage, UnknownOptionIsNamedWithItsCommand) {
@@ -69,7 +73,7 @@ TEST(PvcCliUsage, HelpOfKnownCommandsStillExitsZero) {
 }
 
 TEST(PvcCliUsage, MissingCommandsArgumentsAndBadValuesNameTheirCommand) {
-    expect_usage_error({}, "'pvc' needs a command (its commands: cluster, node, vm, network, completion)");
+    expect_usage_error({}, "'pvc' needs a command (its commands: cluster, node, vm, network, storage, completion)");
     expect_usage_error({"vm"}, "'pvc vm' needs a command (its commands: list, info, define,");
     expect_usage_error({"vm", "start"}, "pvc vm start: vm is required");
     expect_usage_error({"vm", "list", "--format", "xml"}, "pvc vm list: --format: xml not in {table,json}");
