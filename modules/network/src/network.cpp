@@ -168,7 +168,11 @@ void NetworkModule::start(NodeContext& ctx) {
         }
         try {
             // pdns_server of an earlier run killed outright (this daemon's socket directory).
-            auto left = stop_leftover_processes(pdns_exe_, "--socket-dir=" + (dynamic_dir_ / "pdns").string());
+            // (The guardian's instance names itself pdns_server-instance.)
+            std::string socket_dir = "--socket-dir=" + (dynamic_dir_ / "pdns").string();
+            auto left = stop_leftover_processes(pdns_exe_, socket_dir);
+            auto instances = stop_leftover_processes(pdns_exe_.string() + "-instance", socket_dir);
+            left.insert(left.end(), instances.begin(), instances.end());
             if (!left.empty()) log_.warn("DNS aggregator: {} pdns_server process(es) left by an earlier run stopped", left.size());
         } catch (const std::exception& ex) {
             log_.error("DNS aggregator: looking for pdns_server left by an earlier run: {}", ex.what());
