@@ -17,6 +17,8 @@ void add_network_commands(CLI::App& app);
 void add_storage_commands(CLI::App& app);
 // `cluster task` and `vm flush-locks` (cmd_task.cpp): after cluster and vm.
 void add_task_commands(CLI::App& app);
+// `vm rename` (cmd_vm_rename.cpp): after vm.
+void add_vm_rename_command(CLI::App& app);
 void add_completion_command(CLI::App& app);
 
 // Adds `--format table|json` to a read command, stored in `format` (a

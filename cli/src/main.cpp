@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
     add_network_commands(app);
     add_storage_commands(app);
     add_task_commands(app);
+    add_vm_rename_command(app);
     add_completion_command(app);
 
     int status = exit_ok;

@@ -94,6 +94,25 @@ TEST(PvcTask, FlushLocksFollowsItsTaskAndClusterTaskListsAndReadsTasks) {
     EXPECT_EQ(bad_id.status, 2);
     auto no_vm = pvc({"vm", "flush-locks", "nope"});
     EXPECT_EQ(no_vm.status, 1);
+
+    // pvc vm rename (not a task): a stopped VM only, its XML's name too.
+    zk->write(path("domain.xml", {uuid}), "<domain type='kvm'><name>web1</name><uuid>" + uuid +
+                                              "</uuid><devices><disk><source name='vms/web1_disk0'/></disk></devices></domain>");
+    zk->write(path("domain.storage.volumes", {uuid}), "vms/web1_disk0");
+    auto taken = pvc({"vm", "rename", "web1", "bad"});
+    EXPECT_EQ(taken.status, 1);
+    EXPECT_NE(taken.err.find("A VM named 'bad' is already present in the cluster"), std::string::npos) << taken.err;
+    auto running = pvc({"vm", "rename", "bad", "good"});
+    EXPECT_EQ(running.status, 1);
+    EXPECT_NE(running.err.find("is not in stopped state"), std::string::npos) << running.err;
+    auto renamed = pvc({"vm", "rename", "web1", "web2"});
+    ASSERT_EQ(renamed.status, 0) << renamed.err;
+    EXPECT_EQ(renamed.out, "Renamed VM web1 to web2.\n");
+    EXPECT_EQ(zk->get(path("domain.name", {uuid})).value_or(""), "web2");
+    EXPECT_EQ(zk->get(path("domain.xml", {uuid})).value_or(""),
+              "<domain type='kvm'><name>web2</name><uuid>" + uuid +
+                  "</uuid><devices><disk><source name='vms/web1_disk0'/></disk></devices></domain>");
+    EXPECT_EQ(zk->get(path("domain.state", {uuid})).value_or(""), "stop");
     runner->stop();
 }
 
