@@ -1197,6 +1197,13 @@ def main():
     if args.faketime_lib and not os.path.exists(args.faketime_lib):
         sys.exit(f"soak: {args.faketime_lib} missing (Debian package libfaketime), or --faketime-lib ''")
     s = Soak(args)
+    # One soak per lab name: a second would take the first one's lab down and up.
+    import fcntl
+    lock = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"{args.lab_name}.soak.lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        sys.exit(f"soak: another soak runs the lab {args.lab_name} (--lab-name, --lab-net for a second one)")
     for b in (s.pvcnoded, s.pvc_bin):
         if not os.access(b, os.X_OK):
             sys.exit(f"soak: {b} not built (--build)")
