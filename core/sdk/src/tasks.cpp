@@ -133,17 +133,23 @@ Queued submit(zk::Session& zk, const std::string& name, const std::string& run_o
 
 Progress progress(zk::Session& zk, const std::string& id) {
     if (!valid_id(id)) return {};
-    auto v = zk.get_many({path("task.id", {id}), path("task.state", {id}), path("task.active", {id})});
-    if (!v[0] || !v[1]) return {};
-    Json record = parse_object(v[0]);
-    Json s = parse_object(v[1]);
+    // The state, the claimant's `active` key and the state again, in one
+    // round trip: `active` changes only in the transactions that change the
+    // state (the claim, the result), so when both state reads show one
+    // version the `active` read belongs to it; otherwise the later state is
+    // taken as it is (a claim or a result came in between).
+    std::vector<zk::Stat> st;
+    std::string state_key = path("task.state", {id});
+    auto v = zk.get_many({state_key, path("task.active", {id}), state_key}, &st);
+    if (!v[2]) return {};
+    Json s = parse_object(v[2]);
     Progress p = progress_of(s);
-    if (p.state == running && !v[2]) return {std::string(failure), 1, 1, stopped_while_running(s.value("node", ""))};
-    if (p.state == pending) {
-        std::string node = record.value("run_on", "");
-        if (!node.empty() && !zk.exists(path("task.runner", {node})))
-            return {std::string(failure), 1, 1, stopped_before_running(node)};
-    }
+    if (!v[0] || st[0].version != st[2].version) return p;
+    // Final either way: the claim stays, so nobody runs it again. (A
+    // PENDING task whose node's runner is gone is not read as failed: the
+    // runner may be back before another one writes it failed, and a state
+    // a client has seen as final must stay so.)
+    if (p.state == running && !v[1]) return {std::string(failure), 1, 1, stopped_while_running(s.value("node", ""))};
     return p;
 }
 

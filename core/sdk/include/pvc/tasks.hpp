@@ -66,8 +66,7 @@ PVC_SDK_API Queued submit(zk::Session& zk, const std::string& name, const std::s
 
 // What GET /tasks/<id> answers: an unknown or pruned id reads PENDING (as
 // the reference's result store). A RUNNING task whose runner's session has
-// ended reads FAILURE, as does a PENDING one whose node's runner is gone,
-// before any runner has written it so. Throws zk::Error.
+// ended reads FAILURE before any runner has written it so. Throws zk::Error.
 PVC_SDK_API Progress progress(zk::Session& zk, const std::string& id);
 // {"state", "current", "total", "status"} in that order.
 PVC_SDK_API nlohmann::ordered_json progress_body(const Progress& p);
