@@ -666,6 +666,10 @@ exec {self.pvcnoded} "$@"
             tracked = dict(self.vms)  # the values are the shared dicts
         for u, info in tracked.items():
             st_ = val(f"/domains/{u}/state")
+            if u in snap["uuids"]:
+                info["seen"] = True
+            elif not info.get("seen"):
+                continue  # defined after this read began
             if u not in snap["uuids"]:
                 if u not in self.expected_gone:
                     self.violation("lost", u, f"VM {info['name']} ({u}) is gone from /domains")
