@@ -402,6 +402,29 @@ std::vector<zk::KeyValue> as_kvs(const Written& w) {
     for (const auto& [p, v] : w) kvs.emplace_back(p, v.value_or(""));
     return kvs;
 }
+// A volume just made in Ceph (created or cloned): its keys written to
+// ZooKeeper (`w`), or else the volume removed from Ceph again, so neither
+// side holds it without the other. nullopt: recorded; else the removal's
+// result (< 0: it failed too). A failure to read its information is thrown,
+// after the removal.
+std::optional<int> record_or_remove(zk::Session& zk, Connection& c, Io& io, const std::string& pool,
+                                    const std::string& name, Written& w) {
+    std::string info;
+    try {
+        info = rbd_info_json(c, io, name);
+    } catch (const CephFailure&) {
+        rbd_remove(io.get(), name.c_str());
+        throw;
+    }
+    w = volume_keys(pool, name, info);
+    bool ok = false;
+    try {
+        ok = zk.write(as_kvs(w));
+    } catch (const zk::Error&) {
+    }
+    if (ok) return std::nullopt;
+    return rbd_remove(io.get(), name.c_str());
+}
 }  // namespace
 
 Result Client::add_volume(const std::string& pool, const std::string& volume, const std::string& size) {
@@ -417,21 +440,9 @@ Result Client::add_volume(const std::string& pool, const std::string& volume, co
         int order = 0;
         int rc = rbd_create(io.get(), volume.c_str(), bytes, &order);
         if (rc < 0) throw CephFailure(rc, "rbd: create error: " + errno_text(rc));
-        std::string info;
-        try {
-            info = rbd_info_json(c, io, volume);
-        } catch (const CephFailure&) {
-            rbd_remove(io.get(), volume.c_str());
-            throw;
-        }
-        Written w = volume_keys(pool, volume, info);
-        bool ok = false;
-        try {
-            ok = impl_->zk->write(as_kvs(w));
-        } catch (const zk::Error&) {
-        }
-        if (!ok) {
-            rc = rbd_remove(io.get(), volume.c_str());
+        Written w;
+        if (auto removed = record_or_remove(*impl_->zk, c, io, pool, volume, w)) {
+            rc = *removed;
             return {500, "ERROR: Created RBD volume '" + volume + "' in Ceph but could not record it in ZooKeeper; " +
                              (rc < 0 ? "removing it from Ceph again failed too (" + errno_text(rc) +
                                            "): remove it with 'rbd rm " + pool + "/" + volume + "'."
@@ -584,21 +595,9 @@ Result Client::clone_volume(const std::string& pool, const std::string& volume, 
             int rc = rbd_copy(src.get(), io.get(), new_name.c_str());
             if (rc < 0) throw CephFailure(rc, "rbd: copy failed: " + errno_text(rc));
         }
-        std::string info;
-        try {
-            info = rbd_info_json(c, io, new_name);
-        } catch (const CephFailure&) {
-            rbd_remove(io.get(), new_name.c_str());
-            throw;
-        }
-        Written w = volume_keys(pool, new_name, info);
-        bool ok = false;
-        try {
-            ok = impl_->zk->write(as_kvs(w));
-        } catch (const zk::Error&) {
-        }
-        if (!ok) {
-            int rc = rbd_remove(io.get(), new_name.c_str());
+        Written w;
+        if (auto removed = record_or_remove(*impl_->zk, c, io, pool, new_name, w)) {
+            const int rc = *removed;
             return {500, "ERROR: Cloned RBD volume '" + volume + "' to '" + new_name +
                              "' in Ceph but could not record it in ZooKeeper; " +
                              (rc < 0 ? "removing the clone failed too (" + errno_text(rc) + ")."
