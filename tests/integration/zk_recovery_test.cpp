@@ -143,9 +143,12 @@ TEST(ZkRecovery, ManyQueuedWatchEventsDoNotHoldUpAnExpiredSessionsRecovery) {
     auto other = zk::Session::connect({server.hosts(), 10s, 15s, 5s});
     const std::string root = "/" + test::unique_name("queued");
     constexpr int n = 200;
-    s->ensure_path(root);
-    for (int i = 0; i < n; ++i) ASSERT_TRUE(s->write(root + "/k" + std::to_string(i), "before"));
-    ASSERT_TRUE(s->write(root + "/gate", "open"));
+    // The keys are written by the other session (5 s per operation): `s`
+    // answers within 2 s, which a loaded machine can miss for a plain write,
+    // and only its recovery is under test.
+    other->ensure_path(root);
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(other->write(root + "/k" + std::to_string(i), "before"));
+    ASSERT_TRUE(other->write(root + "/gate", "open"));
 
     Recorder rec;
     auto sub = s->on_session_event([&](zk::SessionEvent e) {
