@@ -34,6 +34,12 @@ try:
     assert alive(p.pid, "sleep"), "a running sleep is not alive"
     assert not alive(p.pid, "pvcnoded"), "another program's pid is alive"
     assert not alive("", "sleep"), "an empty pid is alive"
+    p.send_signal(19)  # SIGSTOP: stopped is still running for the lab
+    end = time.monotonic() + 30
+    while state(p.pid) != "T":
+        assert time.monotonic() < end, f"not stopped after SIGSTOP (state {state(p.pid)})"
+        time.sleep(0.01)
+    assert alive(p.pid, "sleep"), "a stopped sleep is not alive"
     p.kill()  # not reaped until p.wait(): a zombie
     end = time.monotonic() + 30
     while state(p.pid) != "Z":

@@ -96,6 +96,7 @@ class Soak:
         self.zk_pids = {}
         self.vms = {}               # uuid -> {"name", "guest": bool}
         self.expected_gone = set()
+        self.lab_faults = []        # (t, text): the host misbehaved, not a daemon of ours
         self.logf = None
         self.stop_observer = threading.Event()
 
@@ -876,6 +877,55 @@ exec {self.pvcnoded} "$@"
         rc, out = self.script(script, "start", n, check=False)
         self.log(f"{script} start {n}: rc {rc} {out.strip().splitlines()[-1] if out.strip() else ''}"[:300])
 
+    def proc_state(self, pid):
+        """What a process is doing, from /proc: its state and wait channel, and
+        those of each thread (for a process that outlives a signal)."""
+        parts = []
+        try:
+            for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+                try:
+                    st = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()[0]
+                    wchan = open(f"/proc/{pid}/task/{tid}/wchan").read().strip() or "-"
+                except OSError:
+                    continue
+                parts.append(f"{tid}:{st}/{wchan}")
+        except OSError as e:
+            return f"gone ({e.strerror})"
+        return " ".join(parts[:12]) + (f" (+{len(parts) - 12} threads)" if len(parts) > 12 else "")
+
+    def restart_libvirtd(self, n, killed):
+        """Starts node n's libvirtd again after `killed` was signalled, and makes sure a
+        new daemon runs: a start that finds the killed pid still alive (the lab's
+        check raced its exit) is retried, and a daemon that outlives SIGKILL is
+        reported with what its threads wait on, as a fault of the lab's host."""
+        end, told = now() + 60, False
+        while True:
+            self.restart("libvirtd.sh", n)
+            p = self.libvirtd_pid(n)
+            if p is not None and p != killed:
+                return True
+            if p is None and not self.lab_alive(killed):
+                return True  # the script failed; the supervisor and settle checks say so
+            if not told:
+                self.log(f"lab: hv{n} libvirtd pid {killed} still there after its kill: "
+                         f"{self.proc_state(killed)}; killed again, start retried")
+                told = True
+            if now() >= end:
+                self.lab_faults.append((self.t(), f"hv{n} libvirtd pid {killed} outlived SIGKILL for 60 s: "
+                                                  f"{self.proc_state(killed)}"))
+                self.log(f"LAB FAULT {self.lab_faults[-1][1]}")
+                return False
+            self.sig(killed, signal.SIGKILL)
+            self.gone(killed, 5)
+
+    def lab_alive(self, pid):
+        """Like the lab's scripts: the process exists and is not a zombie."""
+        try:
+            st = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return st not in ("Z", "X")
+
     def supervise(self):
         """What systemd does for pvcnoded.service (Restart=on-failure, RestartSec=2):
         a daemon that exited on a node that is powered on (its libvirtd runs) is
@@ -950,16 +1000,21 @@ exec {self.pvcnoded} "$@"
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}), restarted after {hold / 3:.2f} s")
             if p:
                 self.sig(p, signal.SIGKILL)
-                self.gone(p)
+                if not self.gone(p):
+                    self.log(f"lab: hv{n} libvirtd pid {p} not gone 10 s after SIGKILL: {self.proc_state(p)}")
             time.sleep(hold / 3)
-            self.restart("libvirtd.sh", n)
+            self.restart_libvirtd(n, p)
         elif kind == "restart-libvirtd":
             p = self.libvirtd_pid(n)
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}): SIGTERM, then started again")
             if p:
                 self.sig(p, signal.SIGTERM)
-                self.gone(p, 20)
-            self.restart("libvirtd.sh", n)
+                if not self.gone(p, 20):
+                    self.log(f"lab: hv{n} libvirtd pid {p} not gone 20 s after SIGTERM: {self.proc_state(p)}; "
+                             f"SIGKILL")
+                    self.sig(p, signal.SIGKILL)
+                    self.gone(p)
+            self.restart_libvirtd(n, p)
         elif kind in ("sigstop-libvirtd", "sigstop-libvirtd-long"):
             p = self.libvirtd_pid(n)
             self.log(f"fault #{f['i']} {kind} {node} (pid {p}) for {hold} s")
@@ -1166,6 +1221,10 @@ exec {self.pvcnoded} "$@"
             p(f"keepalive intervals on nodes no fault touched: {len(quiet)}, median {quiet[len(quiet) // 2]:.2f} s, "
               f"99th percentile {quiet[int(len(quiet) * 0.99)]:.2f} s, longest {quiet[-1]:.2f} s "
               f"(keepalive {self.ki} s, deadline {self.deadline} s)")
+        if self.lab_faults:
+            p(f"lab faults (the host, not the cluster): {len(self.lab_faults)}")
+            for t, text in self.lab_faults:
+                p(f"  [{t:8.2f}] {text}")
         p(f"violations: {len(self.violations)}")
         for t, kind, text in self.violations:
             p(f"  [{t:8.2f}] {kind}: {text}   (seed {self.seed})")

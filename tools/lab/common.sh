@@ -41,9 +41,15 @@ lab_die() { echo "lab: $*" >&2; exit 1; }
 # lab_alive PID COMM: PID runs COMM and has not exited. A killed process stays
 # a zombie (same comm) until it is reaped: that is not running, so a restart
 # right after a kill -9 starts the daemon instead of finding it "already running".
+# Name and state come from one read of /proc/PID/status: a zombie reaped
+# between two reads (comm, then status) must not count as running.
 lab_alive() {
-    [ -n "$1" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] &&
-        ! grep -q '^State:[[:space:]]*[ZX]' "/proc/$1/status" 2>/dev/null
+    [ -n "$1" ] || return 1
+    local s; s=$(cat "/proc/$1/status" 2>/dev/null) || return 1
+    local name state
+    name=$(sed -n 's/^Name:[[:space:]]*//p' <<<"$s")
+    state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' <<<"$s")
+    [ "$name" = "$2" ] && [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
 }
 lab_need_root() { [ "$(id -u)" -eq 0 ] || lab_die "must run as root (network and mount namespaces)"; }
 now_ms() { date +%s%3N; }
