@@ -10,7 +10,13 @@
 // wall-clock time, in <dynamic_directory>/handover-phases (one line each:
 // "<seconds since the epoch> <takeover|relinquish> <phase>"), written before
 // `done`, so a peer that reads the file knows which phases ran.
+// PVC_TEST_MODULE_TASKS makes it handle the node task `test.block`: each run
+// appends the task's id to <dynamic_directory>/task-runs (flushed before it
+// goes on), and then, with kwargs `block` true, reports progress 1/2
+// "Blocking until stopped" and waits until the runner asks it to stop (the
+// daemon stops; a SIGKILLed daemon never answers); else it succeeds at once.
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <sstream>
@@ -20,6 +26,7 @@
 
 #include "pvc/module.hpp"
 #include "pvc/schema.hpp"
+#include "pvc/services/tasks.hpp"
 
 namespace {
 
@@ -34,6 +41,25 @@ public:
         ctx_ = &ctx;
         ctx.zk->write(pvc::schema::path("node.count.networks", {ctx.config.host.hostname}), "42");
         ctx.logger.info("test module started");
+#ifdef PVC_TEST_MODULE_TASKS
+        if (auto tasks = ctx.services.get<pvc::services::TaskHandlers>())
+            task_handle_ = tasks->handle("test.block", [dir = ctx.config.dynamic_directory](
+                                                              pvc::services::TaskRun& run) -> std::string {
+                std::string file = (dir / "task-runs").string();
+                if (FILE* f = std::fopen(file.c_str(), "a")) {
+                    std::fprintf(f, "%s\n", run.id().c_str());
+                    std::fclose(f);
+                }
+                if (!run.kwargs().value("block", false)) return "Done without blocking";
+                run.progress(1, 2, "Blocking until stopped");
+                std::mutex m;
+                std::condition_variable_any cv;
+                std::unique_lock l(m);
+                std::stop_token stop = run.stop_token();
+                cv.wait(l, stop, [] { return false; });
+                throw pvc::services::TaskFailure("stopped while blocking");
+            });
+#endif
 #ifdef PVC_TEST_MODULE_HEALTH
         health_watch_ = ctx.zk->watch_data("/test/" + ctx.config.host.hostname + "/health",
                                            [this](const std::optional<std::string>& value, const pvc::zk::Stat&) {
@@ -52,6 +78,7 @@ public:
 #endif
     }
     void stop() override {
+        task_handle_.reset();
         if (health_watch_) health_watch_->cancel();
         if (ctx_) ctx_->logger.info("test module stopped");
     }
@@ -77,6 +104,7 @@ public:
 private:
     pvc::NodeContext* ctx_ = nullptr;
     std::shared_ptr<pvc::zk::Watch> health_watch_;
+    std::shared_ptr<void> task_handle_;
     std::mutex health_m_;
     std::vector<pvc::KeepaliveReport::HealthItem> health_;
 };

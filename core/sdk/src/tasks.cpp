@@ -265,7 +265,26 @@ struct Runner::Impl : std::enable_shared_from_this<Runner::Impl> {
         std::string p = path("task.runner", {node});
         zk->remove_ephemeral(p);
         if (!zk->create_ephemeral(p, data))
-            log.warn("Task runner: {} exists already (another daemon for node {}?)", p, node);
+            log.warn("Task runner: {} exists already (another daemon for node {}, or this node's killed daemon whose "
+                     "ZooKeeper session has not ended yet); advertised once it is gone",
+                     p, node);
+    }
+    // The advertisement after a restart that found the previous daemon's
+    // still there (kill -9, then a restart within the session timeout: the
+    // node guard lets the new daemon run at once, the old session's
+    // ephemerals live on until it expires): once it is gone, ours is
+    // created. Called when the runners' watch shows no advertisement of
+    // this node; the key itself is read, so a stale delivery does nothing.
+    void advertise_if_missing() {
+        std::string data;
+        {
+            std::lock_guard g(m);
+            if (!started || stopping) return;
+            data = advertisement();
+        }
+        std::string p = path("task.runner", {node});
+        if (zk->exists(p)) return;
+        if (zk->create_ephemeral(p, data)) log.info("Task runner: advertised for node {}", node);
     }
 
     void dispatch_loop() {
@@ -324,6 +343,7 @@ struct Runner::Impl : std::enable_shared_from_this<Runner::Impl> {
         auto ids = q ? *q : zk->children(path("task.queue")).value_or(std::vector<std::string>{});
         auto runner_list = r ? *r : zk->children(path("task.runners")).value_or(std::vector<std::string>{});
         std::set<std::string> runners(runner_list.begin(), runner_list.end());
+        if (!runners.count(node)) advertise_if_missing();
         std::set<std::string> present(ids.begin(), ids.end());
         for (auto it = known.begin(); it != known.end();)
             it = present.count(it->first) ? std::next(it) : known.erase(it);
