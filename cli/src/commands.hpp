@@ -19,6 +19,8 @@ void add_storage_commands(CLI::App& app);
 void add_task_commands(CLI::App& app);
 // `vm rename` (cmd_vm_rename.cpp): after vm.
 void add_vm_rename_command(CLI::App& app);
+// `vm network add|remove`, `vm volume add|remove` (cmd_vm_device.cpp): after vm.
+void add_vm_device_commands(CLI::App& app);
 void add_completion_command(CLI::App& app);
 
 // Adds `--format table|json` to a read command, stored in `format` (a
