@@ -53,7 +53,11 @@ std::string object_root(const std::string& path) {
 
 const char* const roots[] = {"/config", "/nodes", "/domains", "/networks", "/ceph"};
 
+thread_local uint64_t partial_reads_here = 0;
+
 }  // namespace
+
+uint64_t ClusterView::partial_reads() { return partial_reads_here; }
 
 bool is_container(const std::string& path) {
     auto segs = split_path(path);
@@ -210,6 +214,35 @@ bool ClusterView::wait_ready(std::chrono::milliseconds timeout) const {
     return true;
 }
 
+bool ClusterView::wait_settled(std::chrono::milliseconds timeout) const {
+    auto until = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock l(ready_m_);
+    for (;;) {
+        {
+            std::lock_guard g(feed_m_);
+            if (queue_.empty() && in_flight_ == 0) return true;
+        }
+        auto now = std::chrono::steady_clock::now();
+        if (now >= until) return false;
+        // seen() notifies under feed_m_, not ready_m_: a short poll covers a
+        // notification missed between the check and the wait.
+        ready_cv_.wait_until(l, std::min(until, now + std::chrono::milliseconds(10)));
+    }
+}
+
+bool ClusterView::listed_not_loaded(const std::string& path) const {
+    if (is_excluded(path)) return false;
+    auto slash = path.rfind('/');
+    if (slash == 0 || slash == std::string::npos) return false;  // a root: loaded before ready()
+    std::string parent = path.substr(0, slash);
+    auto it = entries_.find(parent);
+    if (it == entries_.end()) return listed_not_loaded(parent);
+    const Entry& p = it->second;
+    if (!p.container) return false;
+    if (!p.children_seen) return true;
+    return std::binary_search(p.children.begin(), p.children.end(), path.substr(slash + 1));
+}
+
 size_t ClusterView::size() const {
     std::shared_lock<WriterFirstMutex> l(m_);
     return entries_.size();
@@ -337,14 +370,16 @@ std::optional<std::string> ClusterView::Reader::get(const std::string& path) con
         return it->second;
     }
     auto it = view_->entries_.find(path);
-    if (it == view_->entries_.end()) return std::nullopt;
+    if (it == view_->entries_.end()) {
+        if (view_->listed_not_loaded(path)) ++partial_reads_here;
+        return std::nullopt;
+    }
+    if (!it->second.data_seen) ++partial_reads_here;
     return it->second.value;
 }
 
 bool ClusterView::Reader::exists(const std::string& path) const {
-    if (zk_) return get(path).has_value();
-    auto it = view_->entries_.find(path);
-    return it != view_->entries_.end() && it->second.value.has_value();
+    return get(path).has_value();
 }
 
 std::vector<std::string> ClusterView::Reader::children(const std::string& path) const {
@@ -355,7 +390,11 @@ std::vector<std::string> ClusterView::Reader::children(const std::string& path) 
         return it->second;
     }
     auto it = view_->entries_.find(path);
-    if (it == view_->entries_.end()) return {};
+    if (it == view_->entries_.end()) {
+        if (view_->listed_not_loaded(path)) ++partial_reads_here;
+        return {};
+    }
+    if (it->second.container && !it->second.children_seen) ++partial_reads_here;
     return it->second.children;
 }
 

@@ -66,6 +66,17 @@ public:
     // its first value); stays true.
     bool ready() const;
     bool wait_ready(std::chrono::milliseconds timeout) const;
+    // True once nothing is queued or waiting for its first answer (every
+    // znode listed so far is loaded), false after `timeout`.
+    bool wait_settled(std::chrono::milliseconds timeout) const;
+    // Reads, by readers of the view on this thread, that met a part of the
+    // view still loading: a znode listed by its parent (or waiting for its
+    // first answer) whose value or children the view has not read yet. What
+    // a response built from such reads shows may be less than an earlier
+    // response showed (a network's two ACLs listed, one of them read), so
+    // the API answers it again (routes.cpp, Api::handle). A counter: compare
+    // it before and after building a response.
+    static uint64_t partial_reads();
     // znodes mirrored (values and children lists), watches armed.
     size_t size() const;
     size_t watches() const { return watch_count_.load(); }
@@ -128,6 +139,9 @@ private:
     void bump(const std::string& path);  // under m_
     void erase_subtree(const std::string& path, std::vector<std::shared_ptr<zk::Watch>>& cancel);  // under m_
     void seen();  // one armed watch gave its first value
+    // Under m_: true for a path with no entry whose parent lists it (or may:
+    // its children not read yet), directly or through a parent in that case.
+    bool listed_not_loaded(const std::string& path) const;
 
     std::shared_ptr<zk::Session> zk_;
     mutable WriterFirstMutex m_;

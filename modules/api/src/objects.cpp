@@ -333,10 +333,14 @@ VmCache::Item& VmCache::item(const Reader& r, const std::string& uuid) {
     if (it != items_.end() && it->second.generation == gen) return it->second;
     Item fresh;
     fresh.generation = gen;
+    uint64_t partial = ClusterView::partial_reads();
     if (auto obj = vm_object(r, uuid)) {
         fresh.text = std::make_shared<const std::string>(dump(*obj));
         if (build_lines_) fresh.metrics = std::make_shared<const Lines>(build_lines_(*obj));
     }
+    // Built from a VM still loading: given to this reader (which then
+    // answers again, routes.cpp), never to a later one.
+    if (ClusterView::partial_reads() != partial) fresh.generation = ~0ULL;
     return items_[uuid] = std::move(fresh);
 }
 
@@ -374,10 +378,11 @@ std::shared_ptr<const std::string> VmCache::list_body(const Reader& r, const std
         std::lock_guard g(m_);
         if (list_ && list_generation_ == gen) return list_;
     }
+    uint64_t partial = ClusterView::partial_reads();
     auto body = std::make_shared<const std::string>(build());
     std::lock_guard g(m_);
     list_ = body;
-    list_generation_ = gen;
+    list_generation_ = ClusterView::partial_reads() == partial ? gen : ~0ULL;  // as in item()
     return body;
 }
 

@@ -437,10 +437,30 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
     //   answers 404 or 400 (not found, or not found yet) is answered again
     //   from ZooKeeper.
     // Lists (GET without path arguments) answer from the view alone.
+    //
+    // Nor does a read answer from a part of the view still loading: a new
+    // object's znodes arrive one watch at a time, so a network created with
+    // two ACLs can be listed with its ACL names and one rule read, and an
+    // answer then would show one ACL after an earlier answer (confirmed)
+    // showed two. Such an answer is built again once the view has loaded
+    // what it listed (≤ 2 s), else from ZooKeeper (a list, which reads the
+    // view alone, then answers from the view as it is).
     bool write = route->method != "GET";
     if (write)
         if (auto bad = confirm(c)) return *bad;
+    uint64_t partial = ClusterView::partial_reads();
     HttpResponse res = (this->*(route->fn))(c);
+    if (!write && !c.through && ClusterView::partial_reads() != partial && !c.stop.stop_requested()) {
+        if (view_.wait_settled(2s)) {
+            partial = ClusterView::partial_reads();
+            res = (this->*(route->fn))(c);
+        }
+        if (ClusterView::partial_reads() != partial && !c.stop.stop_requested()) {
+            if (auto bad = confirm(c)) return *bad;
+            figures_.confirmed_reads++;
+            res = (this->*(route->fn))(c);
+        }
+    }
     if (!write && !c.through && !c.args.empty() && (res.status == 404 || res.status == 400) &&
         !c.stop.stop_requested()) {
         if (auto bad = confirm(c)) return *bad;
