@@ -280,6 +280,10 @@ void volume_add(const Args& a) {
     xmlSetProp(target, BAD_CAST "bus", BAD_CAST a.bus.c_str());
     // A copied disk's <address> would clash with its example's.
     if (xmlNode* addr = child(disk, "address")) {
+        if (xmlNode* space = addr->prev; space && xmlIsBlankNode(space)) {
+            xmlUnlinkNode(space);
+            xmlFreeNode(space);
+        }
         xmlUnlinkNode(addr);
         xmlFreeNode(addr);
     }
