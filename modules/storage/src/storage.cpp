@@ -71,6 +71,14 @@ void StorageModule::start(NodeContext& ctx) {
     // The node task that flushes a stopped VM's locks (docs/sdk-guide.md §8).
     if (auto tasks = ctx.services.get<services::TaskHandlers>())
         flush_locks_ = tasks->handle("vm.flush_locks", flush_locks_task(ctx.zk, locks_, log_));
+    // The OSD tasks on the node that holds the disk, the benchmark on the primary.
+    if (auto tasks = ctx.services.get<services::TaskHandlers>()) {
+        OsdTaskOptions o;
+        o.node = settings_.node;
+        o.ceph_config_file = settings_.client.config_file;
+        o.ceph_admin_keyring = settings_.client.keyring;
+        osd_tasks_ = register_osd_tasks(*tasks, ctx.zk, o, log_);
+    }
     // Removing an image deletes its data objects: bounded by a longer deadline.
     volumes_ = std::make_shared<RbdVolumeService>(settings_.client, log_, calls_, deadline, std::chrono::seconds(120));
     ctx.services.provide<services::RbdVolumes>(std::static_pointer_cast<services::RbdVolumes>(volumes_));
@@ -117,6 +125,7 @@ void StorageModule::on_tick() {
 void StorageModule::stop() {
     tick_.reset();
     flush_locks_.reset();
+    osd_tasks_.handles.clear();
     if (services_ && locks_) services_->withdraw<services::RbdLocks>(std::static_pointer_cast<services::RbdLocks>(locks_));
     if (services_ && volumes_)
         services_->withdraw<services::RbdVolumes>(std::static_pointer_cast<services::RbdVolumes>(volumes_));

@@ -21,6 +21,7 @@
 #include "ceph_call.hpp"
 #include "ceph_objects.hpp"
 #include "collector.hpp"
+#include "osd_tasks.hpp"
 #include "pvc/module.hpp"
 #include "rbd_lock_service.hpp"
 #include "rbd_volume_service.hpp"
@@ -61,6 +62,7 @@ private:
     std::shared_ptr<RbdLockService> locks_;
     std::shared_ptr<RbdVolumeService> volumes_;
     std::shared_ptr<void> flush_locks_;  // the vm.flush_locks task handler, while registered
+    OsdTaskHandles osd_tasks_;           // osd.* and storage.benchmark (osd_tasks.hpp), while registered
     std::unique_ptr<ModulePool> pool_;
     std::atomic<bool> busy_{false}, skipping_{false};
     Executor* executor_ = nullptr;

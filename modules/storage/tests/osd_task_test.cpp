@@ -1,0 +1,489 @@
+// The OSD node tasks and the storage benchmark (osd_tasks.hpp) on real block
+// devices: loop devices over sparse files, real LVM metadata, the real
+// `ceph-volume lvm` against a private mini Ceph, bluestore OSDs that come up
+// and take data. Run through a real task runner, as the daemon runs them.
+//
+// This machine's kernel has no device-mapper, so an LV cannot be activated.
+// The test makes up for it, and for the absent systemd, with three things
+// confined to this process and its children:
+//   - LVM runs with `global/activation = 0` (LVM_SYSTEM_DIR: a configuration
+//     that also sees only this test's loop devices), and stand-ins for
+//     `lvcreate`/`lvremove`/`vgremove` first on PATH expose each LV's bytes as
+//     a loop device over its extents on the PV, linked at /dev/<vg>/<lv>;
+//   - a `systemctl` stand-in runs ceph-osd@<id> units as plain processes;
+//   - a private mount namespace (unshare in main) in which /var/lib/ceph is
+//     a directory of the test's own, so the OSD data directories, their tmpfs
+//     mounts and the bootstrap keyring never touch the machine's.
+// Everything the test makes carries the prefix `pvc-osdtask` (its temporary
+// directory, the loop devices' files); a run that died without cleaning up
+// is cleaned up by the next one.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "osd_tasks.hpp"
+#include "pvc/cluster.hpp"
+#include "pvc/schema.hpp"
+#include "pvc/strings.hpp"
+#include "pvc/tasks.hpp"
+#include "pvc/test/ceph_cluster.hpp"
+#include "pvc/test/zk_server.hpp"
+
+using namespace std::chrono_literals;
+using namespace pvc::storage;
+using pvc::schema::path;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* prefix = "pvc-osdtask";
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+void spit(const fs::path& p, const std::string& s, fs::perms mode = fs::perms::owner_read | fs::perms::owner_write) {
+    std::ofstream(p) << s;
+    fs::permissions(p, mode);
+}
+
+pvc::test::ProcResult sh(const std::vector<std::string>& argv, std::chrono::seconds t = 120s) {
+    return pvc::test::run_command(argv, t);
+}
+
+// ---- the stand-ins (POSIX sh) ----
+
+const char* lvcreate_sh = R"SH(#!/bin/sh
+# lvcreate without device-mapper: the metadata through the real one, the
+# LV's extents exposed as a loop device linked at /dev/<vg>/<lv>.
+set -e
+/usr/sbin/lvcreate -Zn -Wn "$@"
+name=""; prev=""; last=""
+for a in "$@"; do
+  if [ "$prev" = "-n" ] || [ "$prev" = "--name" ]; then name="$a"; fi
+  prev="$a"; last="$a"
+done
+vg="${last%%/*}"
+set -- $(/usr/sbin/lvs --noheadings --units b --nosuffix -o devices,lv_size "$vg/$name" 2>/dev/null)
+dev="${1%%(*}"; start="${1##*(}"; start="${start%)}"; size="$2"
+ext=$(/usr/sbin/vgs --noheadings --units b --nosuffix -o vg_extent_size "$vg" 2>/dev/null | tr -d ' ')
+pe=$(/usr/sbin/pvs --noheadings --units b --nosuffix -o pe_start "$dev" 2>/dev/null | tr -d ' ')
+loop=$(losetup --show -f --offset $((pe + start * ext)) --sizelimit "$size" "$dev")
+# A second node of the loop device named like device-mapper's (ceph-volume
+# takes an LV path that resolves to anything else for a plain disk).
+minor=$(stat -c %T "$loop"); minor=$(printf %d 0x$minor)
+node="/dev/pvc-osdtask-dm-$minor"
+rm -f "$node"; mknod "$node" b 7 "$minor"
+mkdir -p "/dev/$vg"
+ln -sfn "$node" "/dev/$vg/$name"
+echo "$loop $node" > "$PVC_OSD_LVMAP/$vg@$name"
+)SH";
+
+const char* lvremove_sh = R"SH(#!/bin/sh
+for a in "$@"; do
+  case "$a" in -*) continue;; esac
+  p="${a#/dev/}"; vg="${p%%/*}"; lv="${p#*/}"
+  f="$PVC_OSD_LVMAP/$vg@$lv"
+  if [ -f "$f" ]; then read -r l n < "$f"; losetup -d "$l" 2>/dev/null; rm -f "$n" "$f" "/dev/$vg/$lv"; rmdir "/dev/$vg" 2>/dev/null; fi
+done
+exec /usr/sbin/lvremove "$@"
+)SH";
+
+const char* vgremove_sh = R"SH(#!/bin/sh
+for a in "$@"; do
+  case "$a" in -*) continue;; esac
+  for f in "$PVC_OSD_LVMAP/$a@"*; do
+    [ -f "$f" ] || continue
+    lv="${f##*@}"; read -r l n < "$f"; losetup -d "$l" 2>/dev/null; rm -f "$n" "$f" "/dev/$a/$lv"
+  done
+  rmdir "/dev/$a" 2>/dev/null
+done
+exec /usr/sbin/vgremove "$@"
+)SH";
+
+const char* systemctl_sh = R"SH(#!/bin/sh
+# systemd's part for ceph-osd@<id> units: plain processes; anything else succeeds.
+cmd="$1"; shift
+while [ "${1#-}" != "$1" ]; do shift; done
+unit="${1%.service}"
+case "$unit" in ceph-osd@*) id="${unit#ceph-osd@}";; *) exit 0;; esac
+pidf="$PVC_OSD_RUN/ceph-osd@$id.pid"
+alive() { [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; }
+case "$cmd" in
+  start) alive && exit 0
+         setsid ceph-osd -f --cluster ceph -i "$id" --osd-data "/var/lib/ceph/osd/ceph-$id" \
+           --keyring "/var/lib/ceph/osd/ceph-$id/keyring" >"$PVC_OSD_RUN/ceph-osd@$id.out" 2>&1 </dev/null &
+         echo $! > "$pidf" ;;
+  stop) if alive; then
+          kill "$(cat "$pidf")"; i=0
+          while alive && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+          alive && kill -9 "$(cat "$pidf")"
+        fi
+        rm -f "$pidf" ;;
+  status|is-active) alive ;;
+  *) exit 0 ;;
+esac
+)SH";
+
+bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+// What one test directory left behind: its OSD processes, LV loops and their
+// /dev links, its disk loops. Only what this directory's files name.
+void clean_dir(const fs::path& dir) {
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(dir / "run", ec))
+        if (f.path().extension() == ".pid") {
+            pid_t pid = 0;
+            try {
+                pid = std::stoi(slurp(f.path()));
+            } catch (...) {
+            }
+            std::string cmd = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+            if (alive(pid) && cmd.rfind("ceph-osd", 0) == 0) ::kill(pid, SIGKILL);
+        }
+    for (const auto& f : fs::directory_iterator(dir / "lvmap", ec)) {
+        std::string name = f.path().filename().string();
+        auto at = name.find('@');
+        auto w = pvc::words(slurp(f.path()));
+        if (!w.empty()) sh({"losetup", "-d", w[0]});
+        if (w.size() > 1 && w[1].rfind("/dev/pvc-osdtask-dm-", 0) == 0) fs::remove(w[1], ec);
+        if (at != std::string::npos) {
+            fs::remove(fs::path("/dev") / name.substr(0, at) / name.substr(at + 1), ec);
+            fs::remove(fs::path("/dev") / name.substr(0, at), ec);  // only when empty
+        }
+    }
+    for (const auto& f : fs::directory_iterator(dir, ec))
+        if (f.path().extension() == ".img")
+            for (const auto& line : pvc::split(sh({"losetup", "-j", f.path().string()}).out, '\n'))
+                if (auto colon = line.find(':'); colon != std::string::npos) sh({"losetup", "-d", line.substr(0, colon)});
+}
+
+void remove_leftovers() {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+        if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+        pid_t owner = 0;
+        try {
+            owner = std::stoi(slurp(e.path() / "owner"));
+        } catch (...) {
+        }
+        if (alive(owner)) continue;
+        clean_dir(e.path());
+        fs::remove_all(e.path(), ec);
+    }
+}
+
+class OsdTasks : public ::testing::Test {
+protected:
+    static inline pvc::test::TempDir* dir = nullptr;
+    static inline pvc::test::ZkServer* zk = nullptr;
+    static inline pvc::test::CephCluster* ceph = nullptr;
+    static inline std::shared_ptr<pvc::zk::Session> session;
+    static inline std::shared_ptr<pvc::tasks::Runner> runner;
+    static inline OsdTaskHandles handles;
+    static inline std::map<std::string, std::string> disk;  // name -> /dev/loopN
+    static inline std::string node;
+    static inline pvc::Logger log;
+
+    static fs::path d() { return dir->path(); }
+
+    static std::string make_disk(const std::string& name, const std::string& size) {
+        fs::path img = d() / (std::string(prefix) + "-" + name + ".img");
+        EXPECT_EQ(sh({"truncate", "-s", size, img.string()}).status, 0);
+        auto r = sh({"losetup", "--show", "-f", "-P", img.string()});
+        EXPECT_EQ(r.status, 0) << r.err;
+        return pvc::trim(r.out);
+    }
+
+    static void SetUpTestSuite() {
+        remove_leftovers();
+        dir = new pvc::test::TempDir(prefix);
+        spit(d() / "owner", std::to_string(getpid()));
+        fs::permissions(d(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                 fs::perms::others_read | fs::perms::others_exec);
+        for (const char* sub : {"bin", "lvm", "lvmap", "run", "varlib/bootstrap-osd", "varlib/osd", "varlib/tmp", "varlib/crash"})
+            fs::create_directories(d() / sub);
+        fs::permissions(d() / "run", fs::perms::all | fs::perms::sticky_bit);
+        const auto exec = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                          fs::perms::others_exec;
+        spit(d() / "bin" / "lvcreate", lvcreate_sh, exec);
+        spit(d() / "bin" / "lvremove", lvremove_sh, exec);
+        spit(d() / "bin" / "vgremove", vgremove_sh, exec);
+        spit(d() / "bin" / "systemctl", systemctl_sh, exec);
+        ASSERT_EQ(::mount(d().string().append("/varlib").c_str(), "/var/lib/ceph", nullptr, MS_BIND, nullptr), 0)
+            << "bind mount over /var/lib/ceph: " << std::strerror(errno);
+
+        // The disks: two for OSDs (ceph-volume wants 5 GB at least), one
+        // for the DB volume group, one holding somebody's filesystem.
+        for (const auto& [name, size] : std::vector<std::pair<std::string, std::string>>{
+                 {"a", "6G"}, {"c", "6G"}, {"db", "1G"}, {"fs", "64M"}})
+            disk[name] = make_disk(name, size);
+        std::string accept;
+        for (const auto& [_, dev] : disk) accept += "\"a|^" + dev + "(p1)?$|\", ";
+        spit(d() / "lvm" / "lvm.conf",
+             "global { activation = 0 }\n"
+             "devices { filter = [ " + accept + "\"r|.*|\" ] global_filter = [ " + accept +
+                 "\"r|.*|\" ] obtain_device_list_from_udev = 0 use_devicesfile = 0 }\n"
+                 "activation { udev_sync = 0 udev_rules = 0 }\n");
+        std::string path_env = d().string() + "/bin:" + (std::getenv("PATH") ? std::getenv("PATH") : "/usr/sbin:/usr/bin");
+        ::setenv("PATH", path_env.c_str(), 1);
+        ::setenv("LVM_SYSTEM_DIR", (d() / "lvm").c_str(), 1);
+        ::setenv("CEPH_VOLUME_ALLOW_LOOP_DEVICES", "1", 1);
+        ::setenv("LVM_SUPPRESS_FD_WARNINGS", "1", 1);
+        ::setenv("PVC_OSD_LVMAP", (d() / "lvmap").c_str(), 1);
+        ::setenv("PVC_OSD_RUN", (d() / "run").c_str(), 1);
+
+        ceph = new pvc::test::CephCluster(1);
+        std::string mon_host;
+        for (const auto& line : pvc::split(slurp(ceph->conf()), '\n'))
+            if (line.rfind("mon host = ", 0) == 0) mon_host = line.substr(11);
+        std::string run = (d() / "run").string();
+        spit(d() / "ceph.conf",
+             "[global]\nfsid = " + ceph->fsid() + "\nmon host = " + mon_host +
+                 "\npublic addr = 127.0.0.1\nms bind ipv6 = false\n"
+                 "run dir = " + run + "\nadmin socket = " + run + "/$cluster-$name.asok\nlog file = " + run +
+                 "/$name.log\nlog to stderr = false\nerr to stderr = false\n"
+                 "[client]\nkeyring = " + ceph->keyring().string() +
+                 "\n[osd]\nosd crush update on start = false\nbluestore cache autotune = false\n"
+                 "bluestore cache size = 67108864\nbluestore fsck on mkfs = false\nosd memory target = 536870912\n"
+                 "osd op num shards = 1\nosd op num threads per shard = 2\n",
+             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+        ::setenv("CEPH_CONF", (d() / "ceph.conf").c_str(), 1);
+        auto boot = ceph->ceph({"auth", "get-or-create", "client.bootstrap-osd", "mon", "allow profile bootstrap-osd", "-o",
+                                "/var/lib/ceph/bootstrap-osd/ceph.keyring"});
+        ASSERT_EQ(boot.status, 0) << boot.err;
+
+        zk = new pvc::test::ZkServer();
+        session = pvc::zk::Session::connect({zk->hosts()});
+        pvc::init_cluster(*session);
+        node = pvc::test::unique_name("hv");
+        session->write(path("node.name", {node}), "");
+        session->write({{path("pool.name", {"rbd"}), ""}, {path("pool.stats", {"rbd"}), "{}"}, {path("base.volume") + "/rbd", ""},
+                        {path("base.snapshot") + "/rbd", ""}});
+
+        OsdTaskOptions o;
+        o.node = node;
+        o.ceph_config_file = (d() / "ceph.conf").string();
+        o.ceph_admin_keyring = ceph->keyring().string();
+        o.stats_timeout = 0s;        // no primary's collector here
+        o.safe_timeout = 30s;
+        o.benchmark_runtime = 1s;
+        o.benchmark_size = "64M";
+        runner = std::make_shared<pvc::tasks::Runner>(pvc::zk::Session::connect({zk->hosts()}), node, log);
+        handles = register_osd_tasks(*runner, session, o, log);
+        runner->start();
+    }
+
+    static void TearDownTestSuite() {
+        if (runner) runner->stop();
+        handles.handles.clear();
+        runner.reset();
+        session.reset();
+        if (dir) clean_dir(d());
+        ::umount2("/var/lib/ceph", MNT_DETACH);
+        delete zk;
+        delete ceph;
+        delete dir;
+        zk = nullptr;
+        ceph = nullptr;
+        dir = nullptr;
+    }
+
+    // Queues `name` on this node and waits for the end.
+    static pvc::tasks::Progress run_task(const std::string& name, const nlohmann::json& kwargs, std::chrono::seconds bound = 300s) {
+        auto q = pvc::tasks::submit(*session, name, node, kwargs);
+        pvc::tasks::Progress p;
+        pvc::test::eventually([&] {
+            p = pvc::tasks::progress(*session, q.id);
+            return p.state == "SUCCESS" || p.state == "FAILURE";
+        }, bound);
+        return p;
+    }
+
+    static bool ceph_has(const std::string& id) {
+        auto r = ceph->ceph({"osd", "ls"});
+        for (const auto& l : pvc::split(r.out, '\n'))
+            if (pvc::trim(l) == id) return true;
+        return false;
+    }
+    static bool up_in(const std::string& id) {
+        auto r = ceph->ceph({"osd", "dump", "--format", "json"});
+        auto j = json_in_output(r.out);
+        if (!j) return false;
+        for (const auto& o : (*j)["osds"])
+            if (std::to_string(o.value("osd", -1)) == id) return o.value("up", 0) == 1 && o.value("in", 0) == 1;
+        return false;
+    }
+    static std::string signatures(const std::string& dev) { return pvc::trim(sh({"wipefs", "--no-act", dev}).out); }
+    static std::string sha(const std::string& dev) { return sh({"sha256sum", dev}).out; }
+    static std::string zkget(const std::string& p) { return session->get(p).value_or("<absent>"); }
+
+    // The single id in "Successfully created 1 new OSD(s) <id> on device <dev>".
+    static std::string created_id(const std::string& status) {
+        auto w = pvc::words(status);
+        return w.size() > 5 ? w[5] : "";
+    }
+};
+
+// First: the shared `rbd` pool's placement groups are still on the mini
+// Ceph's own OSD only.
+TEST_F(OsdTasks, BenchmarkKeepsItsResults) {
+    auto b = run_task("storage.benchmark", {{"pool", "rbd"}}, 600s);
+    ASSERT_EQ(b.state, "SUCCESS") << b.status;
+    auto jobs = session->children(benchmarks_path).value_or(std::vector<std::string>{});
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(b.status, "Storage benchmark " + jobs[0] + " completed successfully");
+    auto rec = nlohmann::json::parse(zkget(std::string(benchmarks_path) + "/" + jobs[0]));
+    EXPECT_EQ(rec["test_format"], 1);
+    EXPECT_EQ(rec["job"], jobs[0]);
+    for (const char* t : {"seq_read", "seq_write", "rand_read_4M", "rand_write_4M", "rand_read_4K", "rand_write_4K",
+                          "rand_read_4K_lowdepth", "rand_write_4K_lowdepth"}) {
+        ASSERT_TRUE(rec["benchmark_result"].contains(t)) << t;
+        EXPECT_EQ(rec["benchmark_result"][t]["jobs"][0]["jobname"], t);
+    }
+    EXPECT_GT(rec["benchmark_result"]["seq_write"]["jobs"][0]["write"]["io_bytes"].get<long>(), 0);
+    // The temporary volume is gone, in Ceph and ZooKeeper.
+    EXPECT_EQ(ceph->rbd({"info", "rbd/pvcbenchmark"}).status != 0, true);
+    EXPECT_FALSE(session->exists(path("volume.name", {"rbd", "pvcbenchmark"})));
+
+    auto bad = run_task("storage.benchmark", {{"pool", "nosuchpool"}});
+    EXPECT_EQ(bad.status, "TaskFailure: Pool \"nosuchpool\" is not valid");
+}
+
+TEST_F(OsdTasks, RefusalsLeaveEverythingAsItWas) {
+    // A node that does not exist: refused at submit, nothing queued.
+    EXPECT_THROW(pvc::tasks::submit(*session, "osd.add", "nosuchnode", {{"device", disk["a"]}, {"weight", "1.0"}}),
+                 pvc::tasks::SubmitError);
+
+    // An OSD that does not exist.
+    auto absent = run_task("osd.remove", {{"osd_id", "99"}, {"force_flag", false}, {"skip_zap_flag", false}});
+    EXPECT_EQ(absent.state, "FAILURE");
+    EXPECT_EQ(absent.status, "TaskFailure: No OSD 99 in the cluster");
+
+    // A device that does not exist.
+    auto missing = run_task("osd.add", {{"device", "/dev/pvc-osdtask-none"}, {"weight", "1.0"}});
+    EXPECT_EQ(missing.state, "FAILURE");
+    EXPECT_EQ(missing.status, "TaskFailure: Device /dev/pvc-osdtask-none not found on node " + node);
+    auto bad = run_task("osd.add", {{"device", "/etc/passwd"}, {"weight", "1.0"}});
+    EXPECT_EQ(bad.status, "TaskFailure: Invalid device path '/etc/passwd' (a /dev/ path is needed)");
+
+    // A disk holding a filesystem with a file on it: refused, not one byte changed.
+    ASSERT_EQ(sh({"mkfs.ext4", "-q", "-F", disk["fs"]}).status, 0);
+    ASSERT_EQ(sh({"debugfs", "-w", "-R", "mkdir precious", disk["fs"]}).status, 0);
+    std::string before = sha(disk["fs"]);
+    auto fs_add = run_task("osd.add", {{"device", disk["fs"]}, {"weight", "1.0"}});
+    EXPECT_EQ(fs_add.state, "FAILURE");
+    EXPECT_EQ(fs_add.status, "TaskFailure: Device " + disk["fs"] + " on node " + node +
+                                 " holds data (ext4) and is unsuitable for an OSD; it was left untouched (wipe it first if "
+                                 "the data is not needed)");
+    EXPECT_EQ(sha(disk["fs"]), before);
+    auto fs_vg = run_task("osd.add_db_vg", {{"device", disk["fs"]}});
+    EXPECT_EQ(fs_vg.state, "FAILURE");
+    EXPECT_NE(fs_vg.status.find("holds data (ext4)"), std::string::npos) << fs_vg.status;
+    EXPECT_EQ(sha(disk["fs"]), before);
+    // A partition table.
+    ASSERT_EQ(sh({"sgdisk", "--clear", disk["fs"]}).status, 0);
+    auto parted = run_task("osd.add", {{"device", disk["fs"]}, {"weight", "1.0"}});
+    EXPECT_EQ(parted.status, "TaskFailure: Device " + disk["fs"] + " on node " + node +
+                                 " has a partition table and is unsuitable for an OSD");
+    // Both DB options at once.
+    auto both = run_task("osd.add", {{"device", disk["a"]}, {"weight", "1.0"}, {"ext_db_ratio", "0.1"}, {"ext_db_size", "1G"}});
+    EXPECT_EQ(both.status, "TaskFailure: Invalid configuration: both an ext_db_size and ext_db_ratio were specified");
+    EXPECT_TRUE(signatures(disk["a"]).empty()) << signatures(disk["a"]);
+}
+
+// One OSD through its whole life, with an external DB: the DB volume group,
+// add, refresh, replace onto another disk (the DB LV made again), remove.
+// The OSD is added with CRUSH weight 0: no placement group of the shared
+// one-copy pool moves onto it, so safe-to-destroy answers at once instead of
+// waiting for data to move back (what weight does is Ceph's business).
+TEST_F(OsdTasks, LifecycleWithAnExternalDb) {
+    auto vg = run_task("osd.add_db_vg", {{"device", disk["db"]}});
+    ASSERT_EQ(vg.state, "SUCCESS") << vg.status;
+    EXPECT_EQ(vg.status, "Successfully created new OSD DB volume group on device " + disk["db"]);
+    EXPECT_EQ(sh({"vgs", "osd-db"}).status, 0);
+    auto twice = run_task("osd.add_db_vg", {{"device", disk["db"]}});
+    EXPECT_EQ(twice.status, "TaskFailure: Ceph OSD database VG already exists on node " + node);
+
+    auto add = run_task("osd.add", {{"device", disk["a"]}, {"weight", "0"}, {"ext_db_ratio", nullptr},
+                                    {"ext_db_size", "256M"}, {"split_count", nullptr}});
+    ASSERT_EQ(add.state, "SUCCESS") << add.status;
+    std::string id = created_id(add.status);
+    EXPECT_EQ(add.status, "Successfully created 1 new OSD(s) " + id + " on device " + disk["a"]);
+    EXPECT_EQ(add.current, add.total);
+    EXPECT_TRUE(up_in(id));
+    // The keys the reference's tools write.
+    EXPECT_EQ(zkget(path("osd.node", {id})), node);
+    EXPECT_EQ(zkget(path("osd.device", {id})), disk["a"]);
+    EXPECT_EQ(zkget(path("osd.db_device", {id})), "/dev/osd-db/osd-" + id);
+    EXPECT_EQ(zkget(path("osd.is_split", {id})), "False");
+    EXPECT_EQ(zkget(path("osd.stats", {id})), osd_stats_placeholder);
+    std::string fsid = zkget(path("osd.ofsid", {id}));
+    EXPECT_EQ(fsid.size(), 36u);
+    EXPECT_EQ(zkget(path("osd.cfsid", {id})), ceph->fsid());
+    EXPECT_EQ(zkget(path("osd.lv", {id})), "osd-block-" + fsid);
+    EXPECT_EQ(zkget(path("osd.vg", {id})).rfind("ceph-", 0), 0u);
+    auto crush = ceph->ceph({"osd", "crush", "get-device-class", "osd." + id});
+    EXPECT_NE(crush.out.find("ssd"), std::string::npos) << crush.out << crush.err;
+    auto lvs = sh({"lvs", "--noheadings", "--units", "m", "--nosuffix", "-o", "lv_name,lv_size", "osd-db"});
+    EXPECT_NE(lvs.out.find("osd-" + id), std::string::npos) << lvs.out;
+    EXPECT_NE(lvs.out.find("256.00"), std::string::npos) << lvs.out;
+
+    // A second add on the same disk is refused: it is this OSD's.
+    auto again = run_task("osd.add", {{"device", disk["a"]}, {"weight", "0"}});
+    EXPECT_EQ(again.status, "TaskFailure: Device " + disk["a"] + " on node " + node + " is used by OSD(s) " + id);
+
+    // Refresh: re-activated, the keys rewritten.
+    session->write(path("osd.lv", {id}), "stale");
+    auto refresh = run_task("osd.refresh", {{"osd_id", id}, {"device", disk["a"]}, {"ext_db_flag", false}});
+    EXPECT_EQ(refresh.state, "SUCCESS") << refresh.status;
+    EXPECT_EQ(refresh.status, "Successfully reimported OSD(s) " + id + " on device " + disk["a"]);
+    EXPECT_EQ(zkget(path("osd.lv", {id})), "osd-block-" + fsid);
+    EXPECT_TRUE(pvc::test::eventually([&] { return up_in(id); }, 60s));
+
+    // Replace onto disk c: same id and fsid, a new DB LV, the old disk zapped.
+    auto replace = run_task("osd.replace", {{"osd_id", id}, {"new_device", disk["c"]}, {"old_device", nullptr},
+                                            {"weight", "0"}, {"ext_db_ratio", nullptr}, {"ext_db_size", nullptr}});
+    ASSERT_EQ(replace.state, "SUCCESS") << replace.status;
+    EXPECT_EQ(replace.status, "Successfully replaced OSD(s) " + id + " on new disk " + disk["c"]);
+    EXPECT_EQ(zkget(path("osd.device", {id})), disk["c"]);
+    EXPECT_EQ(zkget(path("osd.ofsid", {id})), fsid);
+    EXPECT_EQ(zkget(path("osd.db_device", {id})), "/dev/osd-db/osd-" + id);
+    EXPECT_TRUE(up_in(id));
+    EXPECT_TRUE(signatures(disk["a"]).empty()) << signatures(disk["a"]);
+
+    // Remove: gone from Ceph and ZooKeeper, the disk zapped, the DB LV removed.
+    auto remove = run_task("osd.remove", {{"osd_id", id}, {"force_flag", false}, {"skip_zap_flag", false}});
+    EXPECT_EQ(remove.state, "SUCCESS") << remove.status;
+    EXPECT_EQ(remove.status, "Successfully removed OSD " + id);
+    EXPECT_FALSE(ceph_has(id));
+    EXPECT_FALSE(session->exists(path("osd.id", {id})));
+    EXPECT_TRUE(signatures(disk["c"]).empty()) << signatures(disk["c"]);
+    EXPECT_FALSE(fs::exists(d() / "run" / ("ceph-osd@" + id + ".pid")));
+    lvs = sh({"lvs", "--noheadings", "-o", "lv_name", "osd-db"});
+    EXPECT_EQ(pvc::trim(lvs.out), "") << "the DB LV is removed with its OSD";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // A mount namespace of this process's own, before any thread exists: the
+    // bind mount over /var/lib/ceph and ceph-volume's tmpfs mounts stay here.
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        std::fprintf(stderr, "osd_task_test: needs root for a private mount namespace: %s\n", std::strerror(errno));
+        return 1;
+    }
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}
