@@ -21,6 +21,8 @@ void add_task_commands(CLI::App& app);
 void add_vm_rename_command(CLI::App& app);
 // `vm network add|remove`, `vm volume add|remove` (cmd_vm_device.cpp): after vm.
 void add_vm_device_commands(CLI::App& app);
+// `storage osd create-db-vg|add|replace|refresh|remove`, `storage benchmark` (cmd_osd.cpp): after storage.
+void add_osd_commands(CLI::App& app);
 void add_completion_command(CLI::App& app);
 
 // Adds `--format table|json` to a read command, stored in `format` (a

@@ -109,6 +109,14 @@ public:
     HttpResponse osd_state_get(Ctx&);
     HttpResponse osd_state_post(Ctx&);
     HttpResponse osd_option(Ctx&);
+    // OSD lifecycle and the storage benchmark (routes_osd.cpp): node tasks, 202 with the task's id.
+    HttpResponse osd_db_vg_add(Ctx&);
+    HttpResponse osd_add(Ctx&);
+    HttpResponse osd_replace(Ctx&);
+    HttpResponse osd_refresh(Ctx&);
+    HttpResponse osd_remove(Ctx&);
+    HttpResponse benchmark_run(Ctx&);
+    HttpResponse benchmark_list(Ctx&);
     HttpResponse metrics_all(Ctx&);
     HttpResponse metrics_health(Ctx&);
     HttpResponse metrics_resource(Ctx&);
@@ -139,6 +147,9 @@ private:
     HttpResponse net_answer(const client::NetResult& r);
     // Queues task `name` on the node of VM `uuid`: the 202 answer, or 400.
     HttpResponse queue_vm_task(const std::string& name, const std::string& uuid, Json kwargs);
+    // Queues `name` on `node` ("primary" allowed): the 202 answer, or 400 (routes_osd.cpp).
+    HttpResponse queue_task(const std::string& name, const std::string& node, const nlohmann::json& kwargs);
+    std::optional<std::string> osd_node(const std::string& id);  // the node of OSD `id`, nullopt when unknown
     // A storage write's answer: its status and message (`keep_quotes`: pool
     // creation keeps its double quotes), once the view shows what it wrote;
     // 503 naming the missing settings when this node has no Ceph client.

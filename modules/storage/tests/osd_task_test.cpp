@@ -32,7 +32,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "cluster_view.hpp"
 #include "osd_tasks.hpp"
+#include "routes.hpp"
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
 #include "pvc/strings.hpp"
@@ -195,6 +197,10 @@ protected:
     static inline std::map<std::string, std::string> disk;  // name -> /dev/loopN
     static inline std::string node;
     static inline pvc::Logger log;
+    // The API's routes (routes_osd.cpp) on the same ZooKeeper, called directly.
+    static inline std::unique_ptr<pvc::api::ClusterView> view;
+    static inline pvc::api::DaemonFigures figures;
+    static inline std::unique_ptr<pvc::api::Api> api;
 
     static fs::path d() { return dir->path(); }
 
@@ -283,9 +289,22 @@ protected:
         runner = std::make_shared<pvc::tasks::Runner>(pvc::zk::Session::connect({zk->hosts()}), node, log);
         handles = register_osd_tasks(*runner, session, o, log);
         runner->start();
+
+        view = std::make_unique<pvc::api::ClusterView>(session);
+        view->start();
+        ASSERT_TRUE(view->wait_ready(std::chrono::seconds(30)));
+        pvc::api::ApiSettings as;
+        as.node = node;
+        as.coordinator = true;
+        as.auth_enabled = false;
+        api = std::make_unique<pvc::api::Api>(session, *view, as, log, figures);
+        ::setenv("PVC_ZOOKEEPER", zk->hosts().c_str(), 1);  // for `pvc`
     }
 
     static void TearDownTestSuite() {
+        api.reset();
+        if (view) view->stop();
+        view.reset();
         if (runner) runner->stop();
         handles.handles.clear();
         runner.reset();
@@ -329,6 +348,39 @@ protected:
     static std::string sha(const std::string& dev) { return sh({"sha256sum", dev}).out; }
     static std::string zkget(const std::string& p) { return session->get(p).value_or("<absent>"); }
 
+    // An API request (no body; parameters in the query string): status and JSON body.
+    static std::pair<unsigned, nlohmann::json> http(const std::string& method, const std::string& target) {
+        pvc::api::HttpRequest req;
+        req.method = method;
+        req.target = "/api/v1" + target;
+        req.peer = "127.0.0.1";
+        std::stop_source stop;
+        auto res = api->handle(req, stop.get_token());
+        nlohmann::json body;
+        try {
+            body = nlohmann::json::parse(res.body);
+        } catch (const std::exception&) {
+            body = res.body;
+        }
+        return {res.status, body};
+    }
+    // Follows a task the API queued (its 202 body) to the end.
+    static pvc::tasks::Progress follow(const nlohmann::json& accepted, std::chrono::seconds bound = 300s) {
+        pvc::tasks::Progress p;
+        std::string id = accepted.value("task_id", "");
+        pvc::test::eventually([&] {
+            p = pvc::tasks::progress(*session, id);
+            return p.state == "SUCCESS" || p.state == "FAILURE";
+        }, bound);
+        return p;
+    }
+    // `pvc args...` (the CLI against this ZooKeeper): exit status and output.
+    static pvc::test::ProcResult pvc_cli(std::vector<std::string> args) {
+        const char* build = std::getenv("PVC_BUILD_DIR");
+        args.insert(args.begin(), (build ? std::string(build) : std::string(".")) + "/bin/pvc");
+        return sh(args, 600s);
+    }
+
     // The single id in "Successfully created 1 new OSD(s) <id> on device <dev>".
     static std::string created_id(const std::string& status) {
         auto w = pvc::words(status);
@@ -339,7 +391,14 @@ protected:
 // First: the shared `rbd` pool's placement groups are still on the mini
 // Ceph's own OSD only.
 TEST_F(OsdTasks, BenchmarkKeepsItsResults) {
-    auto b = run_task("storage.benchmark", {{"pool", "rbd"}}, 600s);
+    EXPECT_EQ(http("GET", "/storage/ceph/benchmark").first, 404u);
+    // Queued on the primary: this test's node is it.
+    session->write(path("base.config.primary_node"), node);
+    auto [code, accepted] = http("POST", "/storage/ceph/benchmark?pool=rbd");
+    ASSERT_EQ(code, 202u) << accepted.dump();
+    EXPECT_EQ(accepted["task_name"], "storage.benchmark");
+    EXPECT_EQ(accepted["run_on"], node);
+    auto b = follow(accepted, 600s);
     ASSERT_EQ(b.state, "SUCCESS") << b.status;
     auto jobs = session->children(benchmarks_path).value_or(std::vector<std::string>{});
     ASSERT_EQ(jobs.size(), 1u);
@@ -357,14 +416,40 @@ TEST_F(OsdTasks, BenchmarkKeepsItsResults) {
     EXPECT_EQ(ceph->rbd({"info", "rbd/pvcbenchmark"}).status != 0, true);
     EXPECT_FALSE(session->exists(path("volume.name", {"rbd", "pvcbenchmark"})));
 
-    auto bad = run_task("storage.benchmark", {{"pool", "nosuchpool"}});
-    EXPECT_EQ(bad.status, "TaskFailure: Pool \"nosuchpool\" is not valid");
+    // Read back as the reference client reads it.
+    auto [gcode, list] = http("GET", "/storage/ceph/benchmark");
+    ASSERT_EQ(gcode, 200u);
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_EQ(list[0]["job"], jobs[0]);
+    EXPECT_EQ(list[0]["test_format"], 1);
+    EXPECT_TRUE(list[0]["benchmark_result"]["rand_read_4K"]["jobs"][0]["read"].contains("iops"));
+    EXPECT_EQ(http("GET", "/storage/ceph/benchmark?job=" + jobs[0]).first, 200u);
+    EXPECT_EQ(http("GET", "/storage/ceph/benchmark?job=nosuchjob").first, 404u);
+    auto cli = pvc_cli({"storage", "benchmark", "info", jobs[0]});
+    EXPECT_EQ(cli.status, 0) << cli.err;
+    EXPECT_NE(cli.out.find("rand_write_4K_lowdepth"), std::string::npos) << cli.out;
+    cli = pvc_cli({"storage", "benchmark", "list"});
+    EXPECT_NE(cli.out.find(jobs[0]), std::string::npos) << cli.out;
+
+    auto [bcode, bad] = http("POST", "/storage/ceph/benchmark?pool=nosuchpool");
+    EXPECT_EQ(bcode, 400u);
+    EXPECT_EQ(bad["message"], "Pool \"nosuchpool\" is not valid.");
+    auto task_bad = run_task("storage.benchmark", {{"pool", "nosuchpool"}});
+    EXPECT_EQ(task_bad.status, "TaskFailure: Pool \"nosuchpool\" is not valid");
 }
 
 TEST_F(OsdTasks, RefusalsLeaveEverythingAsItWas) {
     // A node that does not exist: refused at submit, nothing queued.
     EXPECT_THROW(pvc::tasks::submit(*session, "osd.add", "nosuchnode", {{"device", disk["a"]}, {"weight", "1.0"}}),
                  pvc::tasks::SubmitError);
+
+    auto [ncode, nbody] = http("POST", "/storage/ceph/osd?node=nosuchnode&device=/dev/sdb&weight=1");
+    EXPECT_EQ(ncode, 400u);
+    EXPECT_EQ(nbody["message"], "ERROR: No node named nosuchnode is present in the cluster.");
+    auto [ocode, obody] = http("DELETE", "/storage/ceph/osd/99?yes-i-really-mean-it=yes");
+    EXPECT_EQ(ocode, 404u);
+    EXPECT_EQ(obody["message"], "OSD not found.");
+    EXPECT_EQ(http("PUT", "/storage/ceph/osd/99?device=/dev/sdb").first, 404u);
 
     // An OSD that does not exist.
     auto absent = run_task("osd.remove", {{"osd_id", "99"}, {"force_flag", false}, {"skip_zap_flag", false}});
@@ -409,15 +494,24 @@ TEST_F(OsdTasks, RefusalsLeaveEverythingAsItWas) {
 // one-copy pool moves onto it, so safe-to-destroy answers at once instead of
 // waiting for data to move back (what weight does is Ceph's business).
 TEST_F(OsdTasks, LifecycleWithAnExternalDb) {
-    auto vg = run_task("osd.add_db_vg", {{"device", disk["db"]}});
-    ASSERT_EQ(vg.state, "SUCCESS") << vg.status;
-    EXPECT_EQ(vg.status, "Successfully created new OSD DB volume group on device " + disk["db"]);
+    // The DB volume group through `pvc` (it waits; a failed task exits 1).
+    auto vg = pvc_cli({"storage", "osd", "create-db-vg", node, disk["db"], "--yes"});
+    EXPECT_EQ(vg.status, 0) << vg.out << vg.err;
+    EXPECT_NE(vg.out.find("SUCCESS: Successfully created new OSD DB volume group on device " + disk["db"]), std::string::npos)
+        << vg.out;
     EXPECT_EQ(sh({"vgs", "osd-db"}).status, 0);
-    auto twice = run_task("osd.add_db_vg", {{"device", disk["db"]}});
-    EXPECT_EQ(twice.status, "TaskFailure: Ceph OSD database VG already exists on node " + node);
+    auto twice = pvc_cli({"storage", "osd", "create-db-vg", node, disk["db"], "--yes"});
+    EXPECT_EQ(twice.status, 1);
+    EXPECT_NE(twice.out.find("FAILURE: TaskFailure: Ceph OSD database VG already exists on node " + node), std::string::npos)
+        << twice.out;
 
-    auto add = run_task("osd.add", {{"device", disk["a"]}, {"weight", "0"}, {"ext_db_ratio", nullptr},
-                                    {"ext_db_size", "256M"}, {"split_count", nullptr}});
+    // Add through the API: 202 with the task, run on the node named.
+    auto [code, accepted] = http("POST", "/storage/ceph/osd?node=" + node + "&device=" + disk["a"] +
+                                             "&weight=0&ext_db_size=256M");
+    ASSERT_EQ(code, 202u) << accepted.dump();
+    EXPECT_EQ(accepted["task_name"], "osd.add");
+    EXPECT_EQ(accepted["run_on"], node);
+    auto add = follow(accepted);
     ASSERT_EQ(add.state, "SUCCESS") << add.status;
     std::string id = created_id(add.status);
     EXPECT_EQ(add.status, "Successfully created 1 new OSD(s) " + id + " on device " + disk["a"]);
@@ -446,15 +540,21 @@ TEST_F(OsdTasks, LifecycleWithAnExternalDb) {
 
     // Refresh: re-activated, the keys rewritten.
     session->write(path("osd.lv", {id}), "stale");
-    auto refresh = run_task("osd.refresh", {{"osd_id", id}, {"device", disk["a"]}, {"ext_db_flag", false}});
-    EXPECT_EQ(refresh.state, "SUCCESS") << refresh.status;
-    EXPECT_EQ(refresh.status, "Successfully reimported OSD(s) " + id + " on device " + disk["a"]);
+    auto refresh = pvc_cli({"storage", "osd", "refresh", id, disk["a"], "--yes"});
+    EXPECT_EQ(refresh.status, 0) << refresh.out << refresh.err;
+    EXPECT_NE(refresh.out.find("SUCCESS: Successfully reimported OSD(s) " + id + " on device " + disk["a"]), std::string::npos)
+        << refresh.out;
     EXPECT_EQ(zkget(path("osd.lv", {id})), "osd-block-" + fsid);
     EXPECT_TRUE(pvc::test::eventually([&] { return up_in(id); }, 60s));
 
     // Replace onto disk c: same id and fsid, a new DB LV, the old disk zapped.
-    auto replace = run_task("osd.replace", {{"osd_id", id}, {"new_device", disk["c"]}, {"old_device", nullptr},
-                                            {"weight", "0"}, {"ext_db_ratio", nullptr}, {"ext_db_size", nullptr}});
+    EXPECT_EQ(http("POST", "/storage/ceph/osd/" + id + "?new_device=" + disk["c"]).first, 400u)
+        << "without yes-i-really-mean-it";
+    auto [rcode, raccepted] = http("POST", "/storage/ceph/osd/" + id + "?new_device=" + disk["c"] +
+                                               "&weight=0&yes-i-really-mean-it=yes");
+    ASSERT_EQ(rcode, 202u) << raccepted.dump();
+    EXPECT_EQ(raccepted["task_name"], "osd.replace");
+    auto replace = follow(raccepted);
     ASSERT_EQ(replace.state, "SUCCESS") << replace.status;
     EXPECT_EQ(replace.status, "Successfully replaced OSD(s) " + id + " on new disk " + disk["c"]);
     EXPECT_EQ(zkget(path("osd.device", {id})), disk["c"]);
@@ -464,12 +564,13 @@ TEST_F(OsdTasks, LifecycleWithAnExternalDb) {
     EXPECT_TRUE(signatures(disk["a"]).empty()) << signatures(disk["a"]);
 
     // Remove: gone from Ceph and ZooKeeper, the disk zapped, the DB LV removed.
-    auto remove = run_task("osd.remove", {{"osd_id", id}, {"force_flag", false}, {"skip_zap_flag", false}});
-    EXPECT_EQ(remove.state, "SUCCESS") << remove.status;
-    EXPECT_EQ(remove.status, "Successfully removed OSD " + id);
+    auto remove = pvc_cli({"storage", "osd", "remove", id, "--yes"});
+    EXPECT_EQ(remove.status, 0) << remove.out << remove.err;
+    EXPECT_NE(remove.out.find("SUCCESS: Successfully removed OSD " + id), std::string::npos) << remove.out;
     EXPECT_FALSE(ceph_has(id));
     EXPECT_FALSE(session->exists(path("osd.id", {id})));
     EXPECT_TRUE(signatures(disk["c"]).empty()) << signatures(disk["c"]);
+    EXPECT_EQ(http("DELETE", "/storage/ceph/osd/" + id + "?yes-i-really-mean-it=yes").first, 404u);
     EXPECT_FALSE(fs::exists(d() / "run" / ("ceph-osd@" + id + ".pid")));
     lvs = sh({"lvs", "--noheadings", "-o", "lv_name", "osd-db"});
     EXPECT_EQ(pvc::trim(lvs.out), "") << "the DB LV is removed with its OSD";
