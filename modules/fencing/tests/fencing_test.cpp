@@ -70,7 +70,7 @@ protected:
     std::unique_ptr<Ticker> heartbeat;
 
     void SetUp() override {
-        session = connect();
+        session = connect(client_op_timeout());
         pvc::init_cluster(*session);
         session->write(path("base.config.migration_target_selector"), "mem");
         pvc::Config cfg;
@@ -80,7 +80,7 @@ protected:
         log = pvc::Logger(pvc::make_log_sink(&cfg), "fencing");
         // Every live node writes its keepalive each interval and, as the core
         // does, turns any other daemon state back into run.
-        auto hb = connect();
+        auto hb = connect(client_op_timeout());
         heartbeat = std::make_unique<Ticker>(1000ms, [this, hb] {
             std::set<std::string> nodes;
             {
@@ -101,12 +101,20 @@ protected:
     }
     void TearDown() override { heartbeat.reset(); }
 
-    std::shared_ptr<pvc::zk::Session> connect() {
+    // The sessions of the fencers under test: 3 s per operation, so one
+    // cut off from ZooKeeper gives up soon.
+    std::shared_ptr<pvc::zk::Session> connect(std::chrono::milliseconds op_timeout = 3s) {
         pvc::zk::SessionOptions o;
         o.hosts = zk.hosts();
-        o.op_timeout = 3s;
+        o.op_timeout = op_timeout;
         return pvc::zk::Session::connect(o);
     }
+    // The test's own session and the heartbeat's: a loaded machine (two
+    // sanitizer tests at once on two cores) can keep ZooKeeper from answering
+    // for more than 3 s, and a test's own read or write must not fail then.
+    // ZooKeeper stopped, their calls wait for it (the tests that stop it start
+    // it again).
+    static std::chrono::milliseconds client_op_timeout() { return pvc::test::scaled(30s); }
 
     void set_live(const std::string& node, bool alive) {
         std::lock_guard g(live_m);

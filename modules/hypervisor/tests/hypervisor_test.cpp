@@ -859,16 +859,25 @@ TEST_F(TwoNodes, AReceiverWaitingForASourceThatAbortedKeepingTheSyncLockEndsOnTh
     define(u, "m91", "hv1", "stop");  // hv1 runs nothing: the test plays the source
     ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "migrate"}, {schema::path("domain.node", {u}), "hv2"},
                               {schema::path("domain.last_node", {u}), "hv1"}}));
-    ASSERT_TRUE(eventually([&] { return get("domain.migrate.sync_lock", u) == u; }, 10s));
-    zk::Lock source(admin, schema::path("domain.migrate.sync_lock", {u}), zk::LockKind::exclusive);
+    const auto sync = schema::path("domain.migrate.sync_lock", {u});
+    ASSERT_TRUE(eventually([&] { return get("domain.migrate.sync_lock", u) == u; }, 30s));
+    // The receiver's first take of the lock (phase A) queues before the
+    // source's, as against a real source (which waits 500 ms before it asks):
+    // taken before the receiver queued, the lock would hold the receiver in
+    // phase A, which waits out its own 30 s and is not what this test is about.
+    ASSERT_TRUE(eventually([&] {
+        auto contenders = admin->raw_children(sync);
+        return contenders && !contenders->empty();
+    }, 30s));
+    zk::Lock source(admin, sync, zk::LockKind::exclusive);
     ASSERT_TRUE(source.acquire(30s));
-    // The receiver now waits behind it; the source aborts and keeps the lock.
+    // The receiver now waits behind it (phase C); the source aborts and keeps the lock.
     ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "start"}, {schema::path("domain.node", {u}), "hv1"},
                               {schema::path("domain.last_node", {u}), ""}}));
     EXPECT_TRUE(eventually([&] {
         auto r = n2->hv->domain(u);
         return get("domain.migrate.sync_lock", u) == "" && r && r->idle();
-    }, 10s));
+    }, 30s));
     EXPECT_EQ(get("domain.state", u), "start");
     EXPECT_EQ(get("domain.node", u), "hv1");
     EXPECT_FALSE(on(*n2, u));
