@@ -1,11 +1,15 @@
-// pvc cluster init | status | maintenance on|off
+// pvc cluster init | status | maintenance on|off (backup, restore: cmd_backup.cpp)
 #include <iostream>
 #include <map>
 #include <memory>
+#include <string>
+
+#include <unistd.h>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "model.hpp"
+#include "pvc/backup.hpp"
 #include "pvc/client.hpp"
 #include "pvc/cluster.hpp"
 #include "pvc/schema.hpp"
@@ -119,10 +123,32 @@ void add_cluster_commands(CLI::App& app) {
     cluster->footer("Examples:\n  pvc cluster status\n  pvc cluster status --format json\n  pvc cluster maintenance on");
 
     auto* init = cluster->add_subcommand("init", "Initialise an empty cluster: the base keys, schema version 10");
+    struct InitArgs {
+        bool overwrite = false, yes = false;
+    };
+    auto ia = std::make_shared<InitArgs>();
+    init->add_flag("-o,--overwrite", ia->overwrite, "Remove and overwrite any existing data (DANGEROUS)");
+    init->add_flag("-y,--yes", ia->yes, "Do not ask for confirmation (with --overwrite)");
     init->footer("Creates every missing base key (/schema/version = 10, /config, /nodes, /domains, ...).\n"
-                 "Existing data is never overwritten; a cluster at another schema version is refused.\n\n"
-                 "Examples:\n  pvc --zookeeper pvchv1:2181 cluster init");
-    init->callback([] {
+                 "Existing data is never overwritten; a cluster at another schema version is refused.\n"
+                 "--overwrite first deletes the cluster's trees (/schema /config /logs /nodes /domains\n"
+                 "/networks /ceph), as POST /api/v1/initialize?overwrite=true: stop the node daemons first.\n\n"
+                 "Examples:\n  pvc --zookeeper pvchv1:2181 cluster init\n"
+                 "  pvc cluster init --overwrite --yes");
+    init->callback([ia] {
+        if (ia->overwrite) {
+            if (!ia->yes) {
+                if (!isatty(0)) throw Failure("refusing to overwrite the cluster without --yes when not interactive", exit_usage);
+                std::cout << "Remove and overwrite any existing data of the cluster? [y/N] " << std::flush;
+                std::string answer;
+                std::getline(std::cin, answer);
+                if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("Aborted.");
+            }
+            auto a = backup::cluster_initialize(*session(), true);
+            if (!a.ok()) throw Failure(a.message);
+            std::cout << a.message << std::endl;
+            return;
+        }
         try {
             init_cluster(*session());
         } catch (const SchemaError& e) {

@@ -289,6 +289,10 @@ void volume_upload(const Args& a) {
 
 }  // namespace
 
+// This node's Ceph client and settings, for `pvc vm backup` (cmd_backup.cpp).
+ceph::Client& storage_ceph_client() { return ceph_client(); }
+ceph::Settings storage_ceph_settings() { return ceph_settings(); }
+
 void add_storage_commands(CLI::App& app) {
     auto* storage = app.add_subcommand("storage", "Manage the cluster's Ceph storage: pools, volumes, snapshots, OSDs");
     storage->require_subcommand(1);

@@ -19,6 +19,9 @@ void add_storage_commands(CLI::App& app);
 void add_task_commands(CLI::App& app);
 // `vm rename` (cmd_vm_rename.cpp): after vm.
 void add_vm_rename_command(CLI::App& app);
+// `vm backup create|restore|remove`, `vm autobackup`, `cluster backup|restore`
+// (cmd_backup.cpp): after vm and cluster.
+void add_backup_commands(CLI::App& app);
 // `vm network add|remove`, `vm volume add|remove` (cmd_vm_device.cpp): after vm.
 void add_vm_device_commands(CLI::App& app);
 // `storage osd create-db-vg|add|replace|refresh|remove`, `storage benchmark` (cmd_osd.cpp): after storage.

@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
     add_storage_commands(app);
     add_task_commands(app);
     add_vm_rename_command(app);
+    add_backup_commands(app);
     add_vm_device_commands(app);
     add_osd_commands(app);
     add_completion_command(app);

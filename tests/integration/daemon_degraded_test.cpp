@@ -102,7 +102,7 @@ protected:
     void takeover_waiting_on_the_old_primary(const std::string& node) {
         const std::string key = path("base.config.primary_node");
         held = std::make_unique<pvc::zk::Lock>(zk, key, pvc::zk::LockKind::exclusive);
-        ASSERT_TRUE(held->acquire(5s));
+        ASSERT_TRUE(held->acquire(30s));
         zk->write(key, node);
         ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {node})) == "takeover"; }, 10s))
             << log();
@@ -123,7 +123,7 @@ TEST_F(DaemonZkLoss, ContentionInterruptedByZooKeeperLossIsRetriedAndTheRoleSett
     const std::string key = path("base.config.primary_node");
     // A slow contender holds the lock, so the daemon's contention (0.4 s) is waiting when ZooKeeper goes.
     auto held = std::make_unique<pvc::zk::Lock>(zk, key, pvc::zk::LockKind::exclusive);
-    ASSERT_TRUE(held->acquire(5s));
+    ASSERT_TRUE(held->acquire(30s));
     zk->write(key, "none");
     ASSERT_TRUE(eventually([&] { return contenders(*zk, key).size() >= 2; }, 5s)) << "the daemon never contended";
     ens.kill(daemon_member);
@@ -187,7 +187,7 @@ TEST_F(DaemonZkLoss, ADaemonWhoseNodeLockWasTakenMeanwhileStops) {
     ASSERT_TRUE(eventually([&] { return contenders(*zk, root).empty(); }, 20s)) << "the session never expired";
     // Another pvcnoded for hv1 (here: the test) takes the node lock while this one is cut off.
     pvc::zk::Lock other(zk, root, pvc::zk::LockKind::exclusive, "pvcnoded node=hv1 pid=1 start=1 boot=x pidns=y host=z");
-    ASSERT_TRUE(other.acquire(5s));
+    ASSERT_TRUE(other.acquire(30s));
     ens.start(daemon_member);
     int status = d->wait(60s);
     EXPECT_NE(status, -1) << "still running\n" << log();
@@ -293,7 +293,7 @@ TEST_F(DaemonZkLoss, ShutdownDuringARelinquishCompletesIt) {
     // The new primary (played here) holds the hand-over's write lock.
     const std::string sync = path("base.config.primary_node.sync_lock");
     held = std::make_unique<pvc::zk::Lock>(zk, sync, pvc::zk::LockKind::write);
-    ASSERT_TRUE(held->acquire(5s));
+    ASSERT_TRUE(held->acquire(30s));
     zk->write(key, "hvz");
     ASSERT_TRUE(eventually([&] { return read(*zk, path("node.state.router", {"hv1"})) == "relinquish"; }, 10s))
         << log();

@@ -75,7 +75,7 @@ TEST_F(DaemonFlush, ShutdownWaitsForAFlushInProgressAndKeepsTheKeepalive) {
 
     // The VM's state lock held: its migration, once asked, cannot begin.
     auto held = std::make_unique<pvc::zk::Lock>(zk, path("domain.state", {kUuid}), pvc::zk::LockKind::exclusive);
-    ASSERT_TRUE(held->acquire(5s));
+    ASSERT_TRUE(held->acquire(30s));
     ASSERT_TRUE(pvc::client::set_node_domain_state(*zk, "hv1", "flush"));
     ASSERT_TRUE(eventually([&] { return value(path("domain.node", {kUuid})) == "hv2"; }, 20s)) << log();
     ASSERT_EQ(value(path("node.state.domain", {"hv1"})), "flush");

@@ -59,7 +59,7 @@ const std::regex kContender("^[0-9a-f]{32}__r?lock__\\d{10}$");
 
 TEST_F(ZkLock, ExclusiveExcludesAndTimeoutRemovesOurContender) {
     Lock la(a_, key_, LockKind::exclusive), lb(b_, key_, LockKind::exclusive);
-    ASSERT_TRUE(la.acquire(1s));
+    ASSERT_TRUE(la.acquire(30s));
     EXPECT_TRUE(std::regex_match(la.contender(), kContender)) << la.contender();
     EXPECT_NE(la.contender().find("__lock__"), std::string::npos);
     auto t0 = std::chrono::steady_clock::now();
@@ -69,7 +69,7 @@ TEST_F(ZkLock, ExclusiveExcludesAndTimeoutRemovesOurContender) {
     EXPECT_EQ(contenders(), 1u);  // the timed-out contender is gone
     la.release();
     EXPECT_EQ(contenders(), 0u);
-    EXPECT_TRUE(lb.acquire(1s));
+    EXPECT_TRUE(lb.acquire(30s));
 }
 
 TEST_F(ZkLock, WaiterGetsTheLockWhenHolderReleases) {
@@ -80,7 +80,7 @@ TEST_F(ZkLock, WaiterGetsTheLockWhenHolderReleases) {
     EXPECT_EQ(waiter.wait_for(200ms), std::future_status::timeout);
     auto t0 = std::chrono::steady_clock::now();
     la.release();
-    ASSERT_EQ(waiter.wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(waiter.wait_for(30s), std::future_status::ready);
     EXPECT_TRUE(waiter.get());
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
 }
@@ -92,40 +92,40 @@ TEST_F(ZkLock, HolderSessionCloseReleases) {
         ASSERT_TRUE(la.acquire());
         a_->close();
     }
-    EXPECT_TRUE(lb.acquire(2s));
+    EXPECT_TRUE(lb.acquire(30s));
 }
 
 TEST_F(ZkLock, ReadLocksAreShared) {
     Lock r1(a_, key_, LockKind::read), r2(b_, key_, LockKind::read);
-    ASSERT_TRUE(r1.acquire(1s));
-    EXPECT_TRUE(r2.acquire(1s));
+    ASSERT_TRUE(r1.acquire(30s));
+    EXPECT_TRUE(r2.acquire(30s));
     EXPECT_NE(r1.contender().find("__rlock__"), std::string::npos);
 }
 
 TEST_F(ZkLock, WriteExcludesReadBothWays) {
     {
         Lock w(a_, key_, LockKind::write), r(b_, key_, LockKind::read);
-        ASSERT_TRUE(w.acquire(1s));
+        ASSERT_TRUE(w.acquire(30s));
         EXPECT_FALSE(r.acquire(300ms));
     }
     Lock r(a_, key_, LockKind::read), w(b_, key_, LockKind::write);
-    ASSERT_TRUE(r.acquire(1s));
+    ASSERT_TRUE(r.acquire(30s));
     EXPECT_FALSE(w.acquire(300ms));
     r.release();
-    EXPECT_TRUE(w.acquire(1s));
+    EXPECT_TRUE(w.acquire(30s));
 }
 
 TEST_F(ZkLock, ExclusiveDoesNotWaitForEarlierReaders) {
     Lock r(a_, key_, LockKind::read), e(b_, key_, LockKind::exclusive), w(b_, key_, LockKind::write);
-    ASSERT_TRUE(r.acquire(1s));
-    EXPECT_TRUE(e.acquire(300ms));
+    ASSERT_TRUE(r.acquire(30s));
+    EXPECT_TRUE(e.acquire(30s));
     e.release();
     EXPECT_FALSE(w.acquire(300ms));  // a write lock does wait
 }
 
 TEST_F(ZkLock, ExclusiveAndWriteExcludeEachOther) {
     Lock e(a_, key_, LockKind::exclusive), w(b_, key_, LockKind::write);
-    ASSERT_TRUE(e.acquire(1s));
+    ASSERT_TRUE(e.acquire(30s));
     EXPECT_FALSE(w.acquire(300ms));
 }
 
@@ -135,7 +135,7 @@ TEST_F(ZkLock, AcquireReturnsFalseWhenSessionCloses) {
     auto waiter = std::async(std::launch::async, [&] { return lb.acquire(); });
     ASSERT_TRUE(eventually([&] { return contenders() == 2; }));
     b_->close();
-    ASSERT_EQ(waiter.wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(waiter.wait_for(30s), std::future_status::ready);
     EXPECT_FALSE(waiter.get());
 }
 
@@ -155,7 +155,7 @@ TEST_F(ZkLock, KazooLockExcludesOursAndOursFollowsItsRelease) {
     Lock ours(a_, key_, LockKind::exclusive);
     EXPECT_FALSE(ours.acquire(500ms));
     auto t0 = std::chrono::steady_clock::now();
-    EXPECT_TRUE(ours.acquire(10s));
+    EXPECT_TRUE(ours.acquire(30s));
     EXPECT_GT(std::chrono::steady_clock::now() - t0, 500ms);
     auto r = holder.get();
     ASSERT_EQ(r.status, 0) << r.err;
@@ -165,7 +165,7 @@ TEST_F(ZkLock, KazooLockExcludesOursAndOursFollowsItsRelease) {
 
 TEST_F(ZkLock, OurLockExcludesKazooLock) {
     Lock ours(a_, key_, LockKind::exclusive, "our-identifier");
-    ASSERT_TRUE(ours.acquire(1s));
+    ASSERT_TRUE(ours.acquire(30s));
     auto r = kazoo("lock = zk.Lock(key, 'kazoo')\n"
                    "try:\n"
                    "    ok = lock.acquire(timeout=1)\n"
@@ -194,14 +194,14 @@ TEST_F(ZkLock, ReadAndWriteLocksInteroperateWithKazoo) {
         "print(attempt(zk.ReadLock(key)), attempt(zk.WriteLock(key)), attempt(zk.Lock(key)))\n";
     {
         Lock r(a_, key_, LockKind::read);
-        ASSERT_TRUE(r.acquire(1s));
+        ASSERT_TRUE(r.acquire(30s));
         auto res = kazoo(try_both);
         ASSERT_EQ(res.status, 0) << res.err;
         EXPECT_EQ(res.out, "True False True\n");  // shared read; write waits; exclusive ignores readers
     }
     {
         Lock w(a_, key_, LockKind::write);
-        ASSERT_TRUE(w.acquire(1s));
+        ASSERT_TRUE(w.acquire(30s));
         auto res = kazoo(try_both);
         ASSERT_EQ(res.status, 0) << res.err;
         EXPECT_EQ(res.out, "False False False\n");
@@ -215,7 +215,7 @@ TEST_F(ZkLock, ReadAndWriteLocksInteroperateWithKazoo) {
     Lock r(a_, key_, LockKind::read), w(b_, key_, LockKind::write);
     EXPECT_FALSE(r.acquire(300ms));
     EXPECT_FALSE(w.acquire(300ms));
-    EXPECT_TRUE(r.acquire(10s));
+    EXPECT_TRUE(r.acquire(30s));
     EXPECT_EQ(holder.get().status, 0);
     // kazoo's ReadLock held: our read lock shares it.
     r.release();
@@ -225,7 +225,7 @@ TEST_F(ZkLock, ReadAndWriteLocksInteroperateWithKazoo) {
     });
     ASSERT_TRUE(eventually([&] { return a_->exists(key_ + "-r"); }, 20s));
     Lock r2(a_, key_, LockKind::read), w2(b_, key_, LockKind::write);
-    EXPECT_TRUE(r2.acquire(300ms));
+    EXPECT_TRUE(r2.acquire(30s));
     r2.release();
     EXPECT_FALSE(w2.acquire(300ms));
     EXPECT_EQ(reader.get().status, 0);
@@ -256,11 +256,11 @@ TEST_F(ZkLock, ThreeContendersAreServedInOrderAndKeepTheirPlaceWhileWaiting) {
     EXPECT_EQ(a_->raw_children(key_).value(), names) << "a waiting contender was re-created";
 
     la.release();
-    ASSERT_EQ(b.wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(b.wait_for(30s), std::future_status::ready);
     EXPECT_TRUE(b.get());
     EXPECT_EQ(c.wait_for(300ms), std::future_status::timeout) << "c overtook b";
     lb.release();
-    ASSERT_EQ(c.wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(c.wait_for(30s), std::future_status::ready);
     EXPECT_TRUE(c.get());
     EXPECT_EQ(order, (std::vector<char>{'b', 'c'}));
 }
@@ -273,7 +273,7 @@ TEST_F(ZkLock, AStopTokenEndsAnUnboundedWaitAndRemovesTheContender) {
     ASSERT_TRUE(eventually([&] { return contenders() == 2; }));
     auto t0 = std::chrono::steady_clock::now();
     stop.request_stop();
-    ASSERT_EQ(waiter.wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(waiter.wait_for(30s), std::future_status::ready);
     EXPECT_FALSE(waiter.get());
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
     EXPECT_FALSE(lb.held());
@@ -283,7 +283,7 @@ TEST_F(ZkLock, AStopTokenEndsAnUnboundedWaitAndRemovesTheContender) {
     auto w2 = std::async(std::launch::async, [&] { return lb.acquire(std::nullopt, [&] { return stopping.load(); }); });
     ASSERT_TRUE(eventually([&] { return contenders() == 2; }));
     stopping = true;
-    ASSERT_EQ(w2.wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(w2.wait_for(30s), std::future_status::ready);
     EXPECT_FALSE(w2.get());
     EXPECT_EQ(contenders(), 1u);
 }
@@ -293,11 +293,11 @@ TEST_F(ZkLock, AStopTokenEndsAnUnboundedWaitAndRemovesTheContender) {
 TEST_F(ZkLock, AReleaseDuringAnOutageIsCompletedOnReconnect) {
     auto s = zk::Session::connect({server_->hosts(), 10s, 15s, 1s});
     Lock held(s, key_, LockKind::exclusive);
-    ASSERT_TRUE(held.acquire(2s));
+    ASSERT_TRUE(held.acquire(30s));
     server_->stop();
     held.release();  // fails (operation timeout 1 s), handed to the session
     server_->start();
     ASSERT_TRUE(eventually([&] { return s->connected(); }, 20s));
     Lock next(b_, key_, LockKind::exclusive);
-    EXPECT_TRUE(next.acquire(10s)) << "the released contender is still there";
+    EXPECT_TRUE(next.acquire(30s)) << "the released contender is still there";
 }

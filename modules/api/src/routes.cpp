@@ -83,6 +83,9 @@ struct Param {
     bool required = false;
     std::vector<std::string> choices = {};
     const char* help = nullptr;
+    // The route splits the value into several ZooKeeper values and checks
+    // each (a cluster backup): not bounded by one value's limit here.
+    bool split = false;
 };
 
 struct Route {
@@ -217,6 +220,17 @@ const std::vector<Route>& routes() {
         {{"vm", ":vm", "device"}, "DELETE", &Api::vm_device,
          {{"xml", true, {}, "A Libvirt XML device document must be specified"}}},
         {{"vm", ":vm", "rename"}, "POST", &Api::vm_rename, {{"new_name"}}},
+        {{"vm", ":vm", "backup"}, "POST", &Api::vm_backup_create,
+         {{"backup_path", true, {}, "A local filesystem path on the primary coordinator must be specified"},
+          {"incremental_parent"},
+          {"retain_snapshot"}}},
+        {{"vm", ":vm", "backup"}, "DELETE", &Api::vm_backup_remove,
+         {{"backup_path", true, {}, "A local filesystem path on the primary coordinator must be specified"},
+          {"backup_datestring", true, {}, "A backup datestring must be specified"}}},
+        {{"vm", ":vm", "restore"}, "POST", &Api::vm_restore,
+         {{"backup_path", true, {}, "A local filesystem path on the primary coordinator must be specified"},
+          {"backup_datestring", true, {}, "A backup datestring must be specified"},
+          {"retain_snapshot"}}},
         {{"tasks"}, "GET", &Api::task_list, {}},
         {{"initialize"}, "POST", &Api::cluster_initialize,
          {{"overwrite"},
@@ -226,7 +240,7 @@ const std::vector<Route>& routes() {
         {{"restore"}, "POST", &Api::cluster_restore,
          {{"yes-i-really-mean-it", true, {},
            "Restore is destructive; please confirm with the argument 'yes-i-really-mean-it'."},
-          {"cluster_data", true, {}, "A cluster JSON backup must be provided."}}},
+          {"cluster_data", true, {}, "A cluster JSON backup must be provided.", true}}},
         {{"tasks", ":task"}, "GET", &Api::task_get, {}},
         {{"network"}, "GET", &Api::network_list, {{"limit"}}},
         {{"network", ":vni"}, "GET", &Api::network_get, {}},
@@ -432,7 +446,7 @@ HttpResponse Api::handle(const HttpRequest& req, std::stop_token stop) {
         // What ZooKeeper cannot hold is refused before anything is read or
         // written (the session would refuse it too, zk.hpp: this names it).
         for (const auto& each : c.params.all(p.name))
-            if (each.size() > zk::max_value_bytes)
+            if (!p.split && each.size() > zk::max_value_bytes)
                 return message(413, "ERROR: The value of '" + std::string(p.name) + "' is " +
                                         std::to_string(each.size()) + " bytes, over ZooKeeper's limit of " +
                                         std::to_string(zk::max_value_bytes) + " bytes for one value.");

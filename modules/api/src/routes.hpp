@@ -14,6 +14,7 @@
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "objects.hpp"
+#include "pvc/backup.hpp"
 #include "pvc/ceph_client.hpp"
 #include "pvc/client_network.hpp"
 #include "pvc/service_registry.hpp"
@@ -64,6 +65,10 @@ public:
     HttpResponse task_list(Ctx&);
     HttpResponse task_get(Ctx&);
     HttpResponse vm_rename(Ctx&);  // routes_vm_rename.cpp
+    // VM backups (routes_backup.cpp, pvc/backup.hpp): inside the request, as the reference.
+    HttpResponse vm_backup_create(Ctx&);
+    HttpResponse vm_backup_remove(Ctx&);
+    HttpResponse vm_restore(Ctx&);
     // routes_cluster.cpp
     HttpResponse cluster_initialize(Ctx&);
     HttpResponse cluster_backup(Ctx&);
@@ -155,6 +160,8 @@ private:
     // 503 naming the missing settings when this node has no Ceph client.
     HttpResponse storage_answer(const ceph::Result& r, bool keep_quotes = false);
     ceph::Client* ceph_client();
+    // What the backup library needs (routes_backup.cpp); nullopt without Ceph settings.
+    std::optional<backup::Context> backup_context(Ctx& c);
     // The relayed exporters (Ceph MGR, ZooKeeper); nullopt when unreachable.
     // Shared by concurrent scrapes, an answer reused for 5 s (fetch.hpp).
     std::optional<std::string> ceph_exporter();

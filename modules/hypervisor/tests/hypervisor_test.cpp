@@ -828,7 +828,7 @@ TEST_F(TwoNodes, AShutdownMigrationLongerThan30sAfterALostFirstRoundEndsStartedO
     const auto sync = schema::path("domain.migrate.sync_lock", {u});
     {
         zk::Lock client(admin, schema::path("domain.state", {u}), zk::LockKind::exclusive);
-        ASSERT_TRUE(client.acquire(10s));
+        ASSERT_TRUE(client.acquire(30s));
         ASSERT_TRUE(admin->write({{schema::path("domain.state", {u}), "migrate"}, {schema::path("domain.node", {u}), "hv2"},
                                   {schema::path("domain.last_node", {u}), "hv1"}}));
         // The receiver's phase A, then its first round's look (nobody queued
