@@ -105,6 +105,9 @@ void Settings::flat_keys(nlohmann::json& j) const {
     j["ipmi_hostname"] = ipmi_hostname;
     j["ipmi_username"] = ipmi_username;
     j["ipmi_password"] = ipmi_password;
+    // Ours: the extra ipmitool arguments, for the bundled ipmi plugin (a
+    // reference plugin ignores the key).
+    j["ipmitool_args"] = ipmitool_args;
 }
 
 }  // namespace pvc::fencing

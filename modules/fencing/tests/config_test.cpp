@@ -209,7 +209,8 @@ TEST(FencingConfig, TheModuleCompletesTheFlatDictionary) {
     nlohmann::json keys = nlohmann::json::object();
     module.flat_keys(keys);
     const std::set<std::string> fencing_keys = {"fence_intervals", "suicide_intervals", "successful_fence",
-                                                "failed_fence", "ipmi_hostname", "ipmi_username", "ipmi_password"};
+                                                "failed_fence", "ipmi_hostname", "ipmi_username", "ipmi_password",
+                                                "ipmitool_args"};
     EXPECT_EQ(keys_of(keys), fencing_keys);
     auto core_only = keys_of(pvc::flat_config(sample.config));
     for (const auto& k : fencing_keys) EXPECT_FALSE(core_only.count(k)) << k << " is the module's";
@@ -226,6 +227,7 @@ TEST(FencingConfig, TheModuleCompletesTheFlatDictionary) {
     EXPECT_EQ(j["ipmi_hostname"], "pvchv1-lom.example.com");
     EXPECT_EQ(j["ipmi_username"], "admin");
     EXPECT_EQ(j["ipmi_password"], "Passw0rd");
+    EXPECT_EQ(j["ipmitool_args"], nlohmann::json::array());
     // The password is a secret the log masks.
     std::vector<std::string> secrets;
     module.secrets(secrets);
@@ -240,6 +242,7 @@ TEST(FencingConfig, TheModuleCompletesTheFlatDictionary) {
     EXPECT_EQ(unset["suicide_intervals"], 0);
     EXPECT_EQ(unset["ipmi_username"], "null");
     EXPECT_EQ(unset["ipmi_password"], "null");
+    EXPECT_EQ(unset["ipmitool_args"], nlohmann::json::array());
 }
 
 // This node's BMC (moved here from the core): the host defaults to

@@ -129,6 +129,21 @@ TEST_F(FencingDaemon, NodeCutOffFromZooKeeperRunsItsResetAction) {
     server.start();
 }
 
+// The bundled ipmi health plugin reaches this node's BMC with the module's
+// ipmitool arguments (ipmi_sim needs -C 3 and here a port of its own): the
+// plugin's ipmitool call uses the flat key ipmitool_args.
+TEST_F(FencingDaemon, BundledIpmiPluginUsesTheModulesIpmitoolArguments) {
+    pvc::fencing::test::Bmc own_bmc(dir.path() / "bmc-hv1", "127.0.0.31", port);
+    auto c1 = config("hv1", 1);
+    std::filesystem::copy_file(pvc::test::build_dir() + "/plugins/ipmi", dir.path() / "hv1" / "plugins" / "ipmi");
+    DaemonProcess hv1("hv1", c1, dir.path() / "hv1.out");
+    auto message = [&] { return zk->get(path("monitoring_plugin.message", {"hv1", "ipmi"})).value_or(""); };
+    ASSERT_TRUE(eventually([&] { return message().rfind("IPMI via", 0) == 0; }, 60s))
+        << slurp(dir.path() / "hv1.out.err") << log_of("hv1");
+    EXPECT_EQ(message(), "IPMI via admin@127.0.0.31 is responding") << log_of("hv1");
+    EXPECT_EQ(zk->get(path("monitoring_plugin.health_delta", {"hv1", "ipmi"})).value_or(""), "0");
+}
+
 // A health plugin whose setup() takes 6 s delays the first keepalive by as
 // much (start-up loads the plugins before the keepalive starts): with
 // self-fencing after 3 intervals of 1 s, the node must not reset itself —
