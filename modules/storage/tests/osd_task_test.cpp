@@ -24,9 +24,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -576,6 +578,48 @@ TEST_F(OsdTasks, LifecycleWithAnExternalDb) {
     EXPECT_EQ(pvc::trim(lvs.out), "") << "the DB LV is removed with its OSD";
 }
 
+#ifdef PVC_OSD_BENCH
+// The figure (modules/storage/bench, `osd_add_bench`): an OSD added end to
+// end through the API (POST to SUCCESS: zap, ceph-volume lvm batch, CRUSH,
+// activate, the keys, up and in), then removed, PVC_OSD_BENCH_ROUNDS times
+// (default 3) on the same disk.
+TEST_F(OsdTasks, OsdAddEndToEnd) {
+    int rounds = std::getenv("PVC_OSD_BENCH_ROUNDS") ? std::atoi(std::getenv("PVC_OSD_BENCH_ROUNDS")) : 3;
+    std::vector<double> add_s, claim_s, remove_s;
+    using Clock = std::chrono::steady_clock;
+    auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    for (int i = 0; i < rounds; ++i) {
+        auto t0 = Clock::now();
+        auto [code, accepted] = http("POST", "/storage/ceph/osd?node=" + node + "&device=" + disk["a"] + "&weight=0");
+        ASSERT_EQ(code, 202u) << accepted.dump();
+        pvc::tasks::Progress p;
+        std::optional<Clock::time_point> claimed;
+        pvc::test::eventually([&] {
+            p = pvc::tasks::progress(*session, accepted["task_id"]);
+            if (!claimed && p.state != "PENDING") claimed = Clock::now();
+            return p.state == "SUCCESS" || p.state == "FAILURE";
+        }, 300s);
+        auto t1 = Clock::now();
+        ASSERT_EQ(p.state, "SUCCESS") << p.status;
+        add_s.push_back(secs(t1 - t0));
+        claim_s.push_back(secs(claimed.value_or(t1) - t0));
+        std::string id = created_id(p.status);
+        auto t2 = Clock::now();
+        auto r = run_task("osd.remove", {{"osd_id", id}, {"force_flag", false}, {"skip_zap_flag", false}});
+        ASSERT_EQ(r.state, "SUCCESS") << r.status;
+        remove_s.push_back(secs(Clock::now() - t2));
+    }
+    auto line = [](const char* what, std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        std::printf("%-44s min %6.2f s  median %6.2f s  max %6.2f s  (%zu rounds)\n", what, v.front(), v[v.size() / 2],
+                    v.back(), v.size());
+    };
+    line("osd.add, POST to the task's claim", claim_s);
+    line("osd.add end to end (POST to SUCCESS)", add_s);
+    line("osd.remove end to end (submit to SUCCESS)", remove_s);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -586,5 +630,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     ::testing::InitGoogleTest(&argc, argv);
+#ifdef PVC_OSD_BENCH
+    if (::testing::GTEST_FLAG(filter) == "*") ::testing::GTEST_FLAG(filter) = "*EndToEnd*";
+#endif
     return RUN_ALL_TESTS();
 }
