@@ -64,7 +64,7 @@ std::string dump(xmlDoc* doc, xmlNode* n) {
 std::string dump(xmlDoc* doc) {
     xmlChar* out = nullptr;
     int n = 0;
-    xmlDocDumpMemory(doc, &out, &n);
+    xmlDocDumpMemoryEnc(doc, &out, &n, "UTF-8");  // non-ASCII text stays as it was, not character references
     std::string s(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
     xmlFree(out);
     // The stored XML has no declaration (as a client defines it).

@@ -22,6 +22,7 @@ constexpr const char* kUuid = "c1200000-0000-4000-8000-000000000001";
 constexpr const char* kXml = R"(<domain type="kvm">
   <name>web1</name>
   <uuid>c1200000-0000-4000-8000-000000000001</uuid>
+  <description>Café &amp; bar</description>
   <memory unit="MiB">512</memory>
   <vcpu>1</vcpu>
   <os><type arch="x86_64" machine="pc">hvm</type></os>

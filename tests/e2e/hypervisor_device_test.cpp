@@ -122,9 +122,9 @@ protected:
         return out.substr(out.find_last_of('\n') + 1);
     }
 
-    // `pvc --zookeeper <lab> args...`
+    // `pvc --zookeeper <lab> args...`; a task it follows is waited for 120 s at most.
     pvc::e2e::CommandResult pvc(const std::vector<std::string>& args) {
-        std::vector<std::string> argv{pvc_, "--zookeeper", lab_->zk_hosts()};
+        std::vector<std::string> argv{pvc_, "--zookeeper", lab_->zk_hosts(), "--timeout", "120"};
         argv.insert(argv.end(), args.begin(), args.end());
         return pvc::e2e::run(argv);
     }
