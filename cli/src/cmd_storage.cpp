@@ -280,11 +280,17 @@ void volume_upload(const Args& a) {
     auto size = std::filesystem::file_size(a.file, ec);
     std::optional<std::string> file_size;
     if (a.image_format != "raw" && !ec) file_size = std::to_string(size);
-    report(ceph_client().upload_volume(a.pool, a.name, a.image_format, file_size, [f](char* buf, std::size_t n) -> std::int64_t {
+    // Read as it is written (4 MiB at a time); a file larger than the volume
+    // is refused before anything is written.
+    ceph::Client::Upload up;
+    up.read = [f](char* buf, std::size_t n) -> std::int64_t {
         std::size_t got = std::fread(buf, 1, n, f);
         if (got == 0 && std::ferror(f)) return -1;
         return static_cast<std::int64_t>(got);
-    }));
+    };
+    if (!ec) up.length = [size]() -> std::optional<std::uint64_t> { return size; };
+    up.error = [file = a.file] { return "reading " + file + " failed"; };
+    report(ceph_client().upload_volume(a.pool, a.name, a.image_format, file_size, up));
 }
 
 }  // namespace

@@ -65,6 +65,15 @@ bool positive_int(const std::string& s, long long& out) {
 
 }  // namespace
 
+// An object (a pool; a pool's volume; a volume's snapshot) that a write may
+// have left different in Ceph and ZooKeeper; `value`: what a PG count change
+// asked for.
+struct Pending {
+    Pending(std::string p, std::string v = {}, std::string s = {}, std::string val = {})
+        : pool(std::move(p)), volume(std::move(v)), snapshot(std::move(s)), value(std::move(val)) {}
+    std::string pool, volume, snapshot, value;
+};
+
 struct Client::Impl {
     std::shared_ptr<zk::Session> zk;
     Settings settings;
@@ -82,6 +91,12 @@ struct Client::Impl {
         std::shared_ptr<Connection> conn;
         try {
             conn = connector.get();
+            if (has_pending()) {
+                try {
+                    reconcile(*conn, true);
+                } catch (const std::exception&) {
+                }
+            }
             return fn(*conn);
         } catch (const CephFailure& f) {
             if (f.unreachable()) {
@@ -147,9 +162,88 @@ struct Client::Impl {
     std::optional<std::uint64_t> pool_free_bytes(Connection& c, const std::string& pool);
     Result check_size(Connection& c, const std::string& pool, const std::string& size, std::uint64_t& bytes);
     void resize_live(const std::string& pool, const std::string& volume, std::uint64_t bytes);
-    Result write_image(Connection& c, const std::string& pool, const std::string& volume, const Reader& read,
-                       std::uint64_t limit, std::uint64_t& written);
+    // A volume just made in Ceph (created or cloned): its keys written to
+    // ZooKeeper (`w`), or else the volume removed from Ceph again, so neither
+    // side holds it without the other. nullopt: recorded; else the removal's
+    // result (< 0: it failed too; the volume is recorded by reconcile()). A
+    // failure to read its information is thrown, after the removal.
+    std::optional<int> record_or_remove(Connection& c, Io& io, const std::string& pool, const std::string& name,
+                                        Written& w);
+    Result write_image(Connection& c, const std::string& pool, const std::string& volume, const Upload& up,
+                       std::uint64_t limit, std::uint64_t& written, const std::string& failed, const std::string& left);
+
+    // ---- half-done writes: Ceph did its part and ZooKeeper did not (or the
+    // reverse). Each object a write may have left different in the two is
+    // remembered here and in the pool's journal object in Ceph (so another
+    // process finds it: the primary's API at each keepalive, the next `pvc`
+    // on its first write), and reconcile() makes ZooKeeper match Ceph for it.
+    std::mutex pending_m;
+    std::vector<Pending> pending;
+    bool journals_read = false;
+    void remember(Connection* c, const Pending& p);
+    void forget(Connection& c, const Pending& p);
+    // ZooKeeper made to match Ceph for `p`; false when either could not be
+    // asked (it stays pending).
+    bool settle(Connection& c, const Pending& p);
+    // Every pending object, and the journals of every pool when
+    // `journals` (the pools ZooKeeper records); how many are left.
+    std::size_t reconcile(Connection& c, bool journals);
+    // A librados call that may wait on the monitor without a bound of its
+    // own (a pool missing from the client's map is looked up, the latest OSD
+    // map asked for): on a thread, waited for `timeout` + 1 s; nullopt past
+    // it (the call is left to end on its own, holding the connection; at
+    // most four at once, more are not started).
+    std::optional<int> bounded(Connection& c, std::function<int(Connection&)> fn);
+    const std::shared_ptr<std::atomic<int>> abandoned = std::make_shared<std::atomic<int>>(0);
+    // A pool in Ceph: 1, not: 0, Ceph did not say: nullopt.
+    std::optional<int> pool_known(Connection& c, const std::string& pool) {
+        auto rc = bounded(c, [pool](Connection& conn) { return static_cast<int>(rados_pool_lookup(conn.cluster, pool.c_str())); });
+        if (!rc) return std::nullopt;
+        if (*rc == -ENOENT) return 0;
+        if (*rc < 0) return std::nullopt;
+        return 1;
+    }
+    bool has_pending() {
+        std::lock_guard g(pending_m);
+        return !pending.empty() || !journals_read;
+    }
+    // Before a ZooKeeper record (tests stop ZooKeeper there).
+    void before_record() {
+        if (settings.before_record) settings.before_record();
+    }
 };
+
+namespace {
+// The journal object of a pool, and a pending object's key in it.
+constexpr const char* kJournal = "pvc.pending";
+std::string journal_key(const Pending& p) {
+    if (p.volume.empty()) return "pool";
+    if (p.snapshot.empty()) return "volume/" + p.volume;
+    return "snapshot/" + p.volume + "/" + p.snapshot;
+}
+std::optional<Pending> journal_entry(const std::string& pool, const std::string& key, const std::string& value) {
+    Pending p{pool, "", "", value};
+    if (key == "pool") return p;
+    auto slash = key.find('/');
+    if (slash == std::string::npos) return std::nullopt;
+    std::string kind = key.substr(0, slash), rest = key.substr(slash + 1);
+    if (kind == "volume" && valid_name(rest)) {
+        p.volume = rest;
+        return p;
+    }
+    auto second = rest.find('/');
+    if (kind == "snapshot" && second != std::string::npos) {
+        p.volume = rest.substr(0, second);
+        p.snapshot = rest.substr(second + 1);
+        if (valid_name(p.volume) && valid_name(p.snapshot)) return p;
+    }
+    return std::nullopt;
+}
+bool same(const Pending& a, const Pending& b) {
+    return a.pool == b.pool && a.volume == b.volume && a.snapshot == b.snapshot;
+}
+const char* const kLater = "the next storage request or the primary's next keepalive brings ZooKeeper in line with Ceph";
+}  // namespace
 
 bool Client::Impl::move(const std::vector<std::pair<std::string, std::string>>& moves,
                         const std::vector<std::pair<std::string, std::string>>& set, Written* written) {
@@ -285,11 +379,17 @@ Result Client::add_pool(const std::string& pool, const std::string& pgs, const s
             }
             create["rule"] = tier + "_tier";
         }
-        mon(c, create);
-        auto undo = [&] {
-            if (!existed)
-                mon_command(c, Json{{"prefix", "osd pool rm"}, {"pool", pool}, {"pool2", pool},
-                                    {"yes_i_really_really_mean_it", true}}.dump());
+        try {
+            mon(c, create);
+        } catch (const CephFailure& f) {
+            // No answer in time: Ceph may still make it; reconciled then.
+            if (f.unreachable()) impl_->remember(nullptr, {pool});
+            throw;
+        }
+        auto undo = [&]() -> int {
+            if (existed) return -EEXIST;
+            return mon_command(c, Json{{"prefix", "osd pool rm"}, {"pool", pool}, {"pool2", pool},
+                                       {"yes_i_really_really_mean_it", true}}.dump()).rc;
         };
         auto step = [&](const Json& cmd, const std::string& what) -> std::optional<Result> {
             auto r = mon_command(c, cmd.dump());
@@ -314,15 +414,24 @@ Result Client::add_pool(const std::string& pool, const std::string& pgs, const s
                                          {volumes_of(pool), ""},
                                          {snapshots_of(pool), ""}};
         bool ok = false;
+        std::string why = "the write failed";
+        impl_->before_record();
         try {
             ok = impl_->zk->write(kvs);
-        } catch (const zk::Error&) {
+        } catch (const zk::Error& e) {
+            why = e.what();
         }
         if (!ok) {
-            undo();
-            return {500, "ERROR: Created pool \"" + pool + "\" in Ceph but could not record it in ZooKeeper; " +
-                             (existed ? "the pool stays in Ceph (it existed before): add it again to record it."
-                                      : "the pool was removed from Ceph again.")};
+            // Remembered first: ZooKeeper may have kept the record after all
+            // (a time-out is no answer), and the undo may fail.
+            impl_->remember(&c, {pool});
+            int rc = undo();
+            return {500, "ERROR: Created pool \"" + pool + "\" in Ceph but could not record it in ZooKeeper (" + why +
+                             "); " +
+                             (existed ? std::string("the pool stays in Ceph (it existed before)")
+                              : rc < 0 ? "removing it from Ceph again failed too (" + errno_text(rc) + "): it stays"
+                                       : std::string("it was removed from Ceph again")) +
+                             "; " + kLater + "."};
         }
         Written w(kvs.begin(), kvs.end());
         return done("Created RBD pool \"" + pool + "\" with " + pgs + " PGs", w);
@@ -346,6 +455,7 @@ Result Client::remove_pool(const std::string& pool) {
         if (r.rc < 0 && r.rc != -ENOENT) throw CephFailure(r.rc, mon_error(r));
         Written w;
         bool ok = true;
+        impl_->before_record();
         for (const auto& p : {path("pool.name", {pool}), volumes_of(pool), snapshots_of(pool)}) {
             try {
                 impl_->zk->remove_recursive(p);
@@ -354,9 +464,11 @@ Result Client::remove_pool(const std::string& pool) {
                 ok = false;
             }
         }
-        if (!ok)
+        if (!ok) {
+            impl_->remember(&c, {pool});
             return {500, "ERROR: Removed pool '" + pool + "' from Ceph but could not remove all of its keys from "
-                         "ZooKeeper; remove the pool again to finish."};
+                         "ZooKeeper; " + std::string(kLater) + " (or remove the pool again)."};
+        }
         return done("Removed RBD pool '" + pool + "' and all volumes.", w);
     });
 }
@@ -378,13 +490,16 @@ Result Client::set_pool_pgs(const std::string& pool, const std::string& pgs) {
         if (stored && positive_int(*stored, old) && old >= n)
             mon(c, {{"prefix", "osd pool set"}, {"pool", pool}, {"var", "pgp_num"}, {"val", pgs}});
         bool ok = false;
+        impl_->before_record();
         try {
             ok = impl_->zk->write(path("pool.pgs", {pool}), pgs);
         } catch (const zk::Error&) {
         }
-        if (!ok)
+        if (!ok) {
+            impl_->remember(&c, {pool, "", "", pgs});
             return {500, "ERROR: Set pg_num of pool '" + pool + "' to " + pgs +
-                             " in Ceph but could not record it in ZooKeeper; set it again to record it."};
+                             " in Ceph but could not record it in ZooKeeper; " + std::string(kLater) + "."};
+        }
         return done("Set PGs count to " + pgs + " for RBD pool '" + pool + "'.", {{path("pool.pgs", {pool}), pgs}});
     });
 }
@@ -402,13 +517,10 @@ std::vector<zk::KeyValue> as_kvs(const Written& w) {
     for (const auto& [p, v] : w) kvs.emplace_back(p, v.value_or(""));
     return kvs;
 }
-// A volume just made in Ceph (created or cloned): its keys written to
-// ZooKeeper (`w`), or else the volume removed from Ceph again, so neither
-// side holds it without the other. nullopt: recorded; else the removal's
-// result (< 0: it failed too). A failure to read its information is thrown,
-// after the removal.
-std::optional<int> record_or_remove(zk::Session& zk, Connection& c, Io& io, const std::string& pool,
-                                    const std::string& name, Written& w) {
+}  // namespace
+
+std::optional<int> Client::Impl::record_or_remove(Connection& c, Io& io, const std::string& pool, const std::string& name,
+                                                  Written& w) {
     std::string info;
     try {
         info = rbd_info_json(c, io, name);
@@ -418,14 +530,17 @@ std::optional<int> record_or_remove(zk::Session& zk, Connection& c, Io& io, cons
     }
     w = volume_keys(pool, name, info);
     bool ok = false;
+    before_record();
     try {
-        ok = zk.write(as_kvs(w));
+        ok = zk->write(as_kvs(w));
     } catch (const zk::Error&) {
     }
     if (ok) return std::nullopt;
+    // Remembered first: ZooKeeper may have kept the record after all (a
+    // time-out is no answer), and the removal may fail.
+    remember(&c, {pool, name});
     return rbd_remove(io.get(), name.c_str());
 }
-}  // namespace
 
 Result Client::add_volume(const std::string& pool, const std::string& volume, const std::string& size) {
     const std::string prefix = "ERROR: Failed to create RBD volume '" + volume + "'";
@@ -439,14 +554,18 @@ Result Client::add_volume(const std::string& pool, const std::string& volume, co
         Io io(c, pool);
         int order = 0;
         int rc = rbd_create(io.get(), volume.c_str(), bytes, &order);
-        if (rc < 0) throw CephFailure(rc, "rbd: create error: " + errno_text(rc));
+        if (rc < 0) {
+            CephFailure f(rc, "rbd: create error: " + errno_text(rc));
+            if (f.unreachable()) impl_->remember(nullptr, {pool, volume});  // it may be made yet
+            throw f;
+        }
         Written w;
-        if (auto removed = record_or_remove(*impl_->zk, c, io, pool, volume, w)) {
+        if (auto removed = impl_->record_or_remove(c, io, pool, volume, w)) {
             rc = *removed;
             return {500, "ERROR: Created RBD volume '" + volume + "' in Ceph but could not record it in ZooKeeper; " +
-                             (rc < 0 ? "removing it from Ceph again failed too (" + errno_text(rc) +
-                                           "): remove it with 'rbd rm " + pool + "/" + volume + "'."
-                                     : "it was removed from Ceph again.")};
+                             (rc < 0 ? "removing it from Ceph again failed too (" + errno_text(rc) + "): it stays"
+                                     : std::string("it was removed from Ceph again")) +
+                             "; " + kLater + "."};
         }
         return done("Created RBD volume '" + volume + "' of size '" + human_size(bytes) + "' in pool '" + pool + "'.", w);
     });
@@ -484,13 +603,16 @@ Result Client::resize_volume(const std::string& pool, const std::string& volume,
         }
         Written w = volume_keys(pool, volume, info);
         bool ok = false;
+        impl_->before_record();
         try {
             ok = impl_->zk->write(as_kvs(w));
         } catch (const zk::Error&) {
         }
-        if (!ok)
+        if (!ok) {
+            impl_->remember(&c, {pool, volume});
             return {500, "ERROR: Resized RBD volume '" + volume + "' to '" + h + "' in Ceph but could not record its "
-                         "new size in ZooKeeper; resize it again to the same size to record it."};
+                         "new size in ZooKeeper; " + std::string(kLater) + "."};
+        }
         return done("Resized RBD volume '" + volume + "' to size '" + h + "' in pool '" + pool + "'.", w);
     });
 }
@@ -564,6 +686,7 @@ Result Client::rename_volume(const std::string& pool, const std::string& volume,
         }
         Written w;
         bool ok = false;
+        impl_->before_record();
         try {
             ok = impl_->move({{path("volume.name", {pool, volume}), path("volume.name", {pool, new_name})},
                               {snapshots_of(pool, volume), snapshots_of(pool, new_name)}},
@@ -571,11 +694,14 @@ Result Client::rename_volume(const std::string& pool, const std::string& volume,
         } catch (const zk::Error&) {
         }
         if (!ok) {
+            impl_->remember(&c, {pool, volume});
+            impl_->remember(&c, {pool, new_name});
             rc = rbd_rename(io.get(), new_name.c_str(), volume.c_str());
             return {500, "ERROR: Renamed RBD volume '" + volume + "' to '" + new_name +
                              "' in Ceph but could not move its keys in ZooKeeper; " +
-                             (rc < 0 ? "renaming it back failed too (" + errno_text(rc) + ")."
-                                     : "it was renamed back in Ceph.")};
+                             (rc < 0 ? "renaming it back failed too (" + errno_text(rc) + ")"
+                                     : std::string("it was renamed back in Ceph")) +
+                             "; " + kLater + "."};
         }
         return done("Renamed RBD volume '" + volume + "' to '" + new_name + "' in pool '" + pool + "'.", w);
     });
@@ -593,15 +719,20 @@ Result Client::clone_volume(const std::string& pool, const std::string& volume, 
         {
             Image src(io, volume, true);
             int rc = rbd_copy(src.get(), io.get(), new_name.c_str());
-            if (rc < 0) throw CephFailure(rc, "rbd: copy failed: " + errno_text(rc));
+            if (rc < 0) {
+                CephFailure f(rc, "rbd: copy failed: " + errno_text(rc));
+                if (f.unreachable()) impl_->remember(nullptr, {pool, new_name});  // it may be made yet
+                throw f;
+            }
         }
         Written w;
-        if (auto removed = record_or_remove(*impl_->zk, c, io, pool, new_name, w)) {
+        if (auto removed = impl_->record_or_remove(c, io, pool, new_name, w)) {
             const int rc = *removed;
             return {500, "ERROR: Cloned RBD volume '" + volume + "' to '" + new_name +
                              "' in Ceph but could not record it in ZooKeeper; " +
-                             (rc < 0 ? "removing the clone failed too (" + errno_text(rc) + ")."
-                                     : "the clone was removed from Ceph again.")};
+                             (rc < 0 ? "removing the clone failed too (" + errno_text(rc) + "): it stays"
+                                     : std::string("the clone was removed from Ceph again")) +
+                             "; " + kLater + "."};
         }
         return done("Cloned RBD volume '" + volume + "' to '" + new_name + "' in pool '" + pool + "'", w);
     });
@@ -630,6 +761,7 @@ Result Client::remove_volume(const std::string& pool, const std::string& volume)
         if (rc < 0 && rc != -ENOENT) throw CephFailure(rc, "rbd: delete error: " + errno_text(rc));
         Written w;
         bool ok = true;
+        impl_->before_record();
         for (const auto& p : {path("volume.name", {pool, volume}), snapshots_of(pool, volume)}) {
             try {
                 impl_->zk->remove_recursive(p);
@@ -638,33 +770,61 @@ Result Client::remove_volume(const std::string& pool, const std::string& volume)
                 ok = false;
             }
         }
-        if (!ok)
+        if (!ok) {
+            impl_->remember(&c, {pool, volume});
             return {500, "ERROR: Removed RBD volume '" + volume + "' from Ceph but could not remove its keys from "
-                         "ZooKeeper; remove the volume again to finish."};
+                         "ZooKeeper; " + std::string(kLater) + " (or remove the volume again)."};
+        }
         return done("Removed RBD volume '" + volume + "' in pool '" + pool + "'.", w);
     });
 }
 
-Result Client::Impl::write_image(Connection& c, const std::string& pool, const std::string& volume, const Reader& read,
-                                 std::uint64_t limit, std::uint64_t& written) {
+// Streams the upload into the image in 4 MiB writes (the only buffer: the
+// memory an upload takes does not grow with its size). `failed` starts the
+// message of a failure, `left` says what a failure after N bytes leaves in
+// the volume ("{n}" replaced by N).
+Result Client::Impl::write_image(Connection& c, const std::string& pool, const std::string& volume, const Upload& up,
+                                 std::uint64_t limit, std::uint64_t& written, const std::string& failed,
+                                 const std::string& left) {
     Io io(c, pool);
     Image image(io, volume, false);
     std::vector<char> buf(4 << 20);
     written = 0;
-    while (true) {
-        std::int64_t n = read(buf.data(), buf.size());
-        if (n < 0) return refused("Failed to upload or write image file to temporary volume: the upload could not be read.");
-        if (n == 0) break;
-        if (written + static_cast<std::uint64_t>(n) > limit)
-            return refused("Failed to upload or write image file to temporary volume: the image is larger than volume '" +
-                           volume + "' (" + std::to_string(limit) + " bytes).");
-        ssize_t w = rbd_write(image.get(), written, static_cast<size_t>(n), buf.data());
+    auto state = [&] {
+        std::string l = left;
+        if (auto p = l.find("{n}"); p != std::string::npos) {
+            if (written == 0) return "nothing was written to volume '" + volume + "'.";
+            l.replace(p, 3, std::to_string(written));
+        }
+        return l;
+    };
+    bool end = false;
+    while (!end) {
+        std::size_t have = 0;
+        while (have < buf.size()) {
+            std::int64_t n = up.read(buf.data() + have, buf.size() - have);
+            if (n < 0) {
+                std::string why = up.error ? up.error() : std::string();
+                return refused(failed + ": the upload could not be read" + (why.empty() ? "" : " (" + why + ")") +
+                               " after " + std::to_string(written + have) + " bytes; " + state());
+            }
+            if (n == 0) {
+                end = true;
+                break;
+            }
+            have += static_cast<std::size_t>(n);
+            if (written + have > limit)
+                return refused(failed + ": the image is larger than volume '" + volume + "' (" + std::to_string(limit) +
+                               " bytes); " + state());
+        }
+        if (have == 0) break;
+        ssize_t w = rbd_write(image.get(), written, have, buf.data());
         if (w < 0) {
             CephFailure f(static_cast<int>(w), "rbd: write error: " + errno_text(static_cast<int>(w)));
             if (f.unreachable()) throw f;
-            return refused("Failed to upload or write image file to temporary volume: " + std::string(f.what()));
+            return refused(failed + ": " + std::string(f.what()) + "; " + state());
         }
-        written += static_cast<std::uint64_t>(n);
+        written += have;
     }
     int rc = rbd_flush(image.get());
     if (rc < 0) throw CephFailure(rc, "rbd: flush error: " + errno_text(rc));
@@ -673,6 +833,11 @@ Result Client::Impl::write_image(Connection& c, const std::string& pool, const s
 
 Result Client::upload_volume(const std::string& pool, const std::string& volume, const std::string& format,
                              const std::optional<std::string>& file_size, const Reader& read) {
+    return upload_volume(pool, volume, format, file_size, Upload{read, nullptr, nullptr});
+}
+
+Result Client::upload_volume(const std::string& pool, const std::string& volume, const std::string& format,
+                             const std::optional<std::string>& file_size, const Upload& up) {
     static const std::vector<std::string> formats = {"raw", "vmdk", "qcow2", "qed", "vdi", "vpc"};
     if (std::find(formats.begin(), formats.end(), format) == formats.end())
         return refused("Image type '" + format + "' is not valid.");
@@ -699,18 +864,38 @@ Result Client::upload_volume(const std::string& pool, const std::string& volume,
             // absent is accepted (the reference's client never sends it).
             if (file_size && *file_size != std::to_string(size) && *file_size != human_size(size))
                 return refused("Image file size " + *file_size + " does not match volume size " + human_size(size));
+            std::optional<std::uint64_t> length;
+            if (up.length) length = up.length();
+            if (length && *length > size)
+                return refused("Image file size " + std::to_string(*length) + " is larger than volume size " +
+                               human_size(size) + " (" + std::to_string(size) + " bytes); nothing was written.");
             std::uint64_t written = 0;
-            if (auto r = impl_->write_image(c, pool, volume, read, size, written); !r.ok()) return r;
+            if (auto r = impl_->write_image(c, pool, volume, up, size, written,
+                                            "Failed to upload or write image file to volume '" + volume + "'",
+                                            "volume '" + volume + "' now holds the first {n} bytes of the upload over "
+                                            "its earlier content: upload the image again.");
+                !r.ok())
+                return r;
             return done("Wrote uploaded file to volume '" + volume + "' in pool '" + pool + "'.");
         });
     }
     if (!file_size) return refused("A file size must be specified");
+    std::optional<std::uint64_t> length;
+    if (up.length) length = up.length();
+    if (auto declared = parse_size(*file_size); declared && length && *length > *declared)
+        return refused("Image file size " + std::to_string(*length) + " is larger than the file size given (" +
+                       *file_size + "); nothing was written.");
     const std::string tmp = volume + "_tmp";
     Result made = add_volume(pool, tmp, *file_size);
     if (!made.ok()) return made;
     Result r = impl_->with_ceph("Failed to upload or write image file to temporary volume", [&](Connection& c) -> Result {
         std::uint64_t limit = parse_size(*file_size).value_or(0), written = 0;
-        if (auto w = impl_->write_image(c, pool, tmp, read, limit, written); !w.ok()) return w;
+        if (auto w = impl_->write_image(c, pool, tmp, up, limit, written,
+                                        "Failed to upload or write image file to temporary volume",
+                                        "the temporary volume '" + tmp + "' was removed and volume '" + volume +
+                                            "' was not changed.");
+            !w.ok())
+            return w;
         // qemu-img reads and writes RBD itself (its rbd driver, this
         // client's configuration and keyring): nothing is mapped.
         auto rbd_uri = [&](const std::string& image) {
@@ -752,10 +937,15 @@ Result Client::add_snapshot(const std::string& pool, const std::string& volume, 
         Io io(c, pool);
         Image image(io, volume, false);
         int rc = rbd_snap_create(image.get(), snapshot.c_str());
-        if (rc < 0) throw CephFailure(rc, "rbd: failed to create snapshot: " + errno_text(rc));
+        if (rc < 0) {
+            CephFailure f(rc, "rbd: failed to create snapshot: " + errno_text(rc));
+            if (f.unreachable()) impl_->remember(nullptr, {pool, volume, snapshot});  // it may be made yet
+            throw f;
+        }
         Written w = {{path("snapshot.name", {pool, volume, snapshot}), ""},
                      {path("snapshot.stats", {pool, volume, snapshot}), "{}"}};
         zk::Status st = zk::Status::connection_loss;
+        impl_->before_record();
         try {
             st = impl_->with_snapshot_count(pool, volume, +1, [&](zk::Transaction& tx) {
                 tx.create(path("snapshot.name", {pool, volume, snapshot}), "");
@@ -764,11 +954,13 @@ Result Client::add_snapshot(const std::string& pool, const std::string& volume, 
         } catch (const zk::Error&) {
         }
         if (st != zk::Status::ok) {
+            impl_->remember(&c, {pool, volume, snapshot});
             rc = rbd_snap_remove(image.get(), snapshot.c_str());
             return {500, "ERROR: Created RBD snapshot '" + snapshot + "' of volume '" + volume +
                              "' in Ceph but could not record it in ZooKeeper; " +
-                             (rc < 0 ? "removing it again failed too (" + errno_text(rc) + ")."
-                                     : "it was removed from Ceph again.")};
+                             (rc < 0 ? "removing it again failed too (" + errno_text(rc) + "): it stays"
+                                     : std::string("it was removed from Ceph again")) +
+                             "; " + kLater + "."};
         }
         return done("Created RBD snapshot '" + snapshot + "' of volume '" + volume + "' in pool '" + pool + "'.", w);
     });
@@ -793,17 +985,21 @@ Result Client::rename_snapshot(const std::string& pool, const std::string& volum
         if (rc < 0) throw CephFailure(rc, "rbd: rename error: " + errno_text(rc));
         Written w;
         bool ok = false;
+        impl_->before_record();
         try {
             ok = impl_->move({{path("snapshot.name", {pool, volume, snapshot}), path("snapshot.name", {pool, volume, new_name})}},
                              {}, &w);
         } catch (const zk::Error&) {
         }
         if (!ok) {
+            impl_->remember(&c, {pool, volume, snapshot});
+            impl_->remember(&c, {pool, volume, new_name});
             rc = rbd_snap_rename(image.get(), new_name.c_str(), snapshot.c_str());
             return {500, "ERROR: Renamed RBD snapshot '" + snapshot + "' to '" + new_name +
                              "' in Ceph but could not move its keys in ZooKeeper; " +
-                             (rc < 0 ? "renaming it back failed too (" + errno_text(rc) + ")."
-                                     : "it was renamed back in Ceph.")};
+                             (rc < 0 ? "renaming it back failed too (" + errno_text(rc) + ")"
+                                     : std::string("it was renamed back in Ceph")) +
+                             "; " + kLater + "."};
         }
         return done("Renamed RBD snapshot '" + snapshot + "' to '" + new_name + "' for volume '" + volume +
                         "' in pool '" + pool + "'.",
@@ -831,6 +1027,7 @@ Result Client::remove_snapshot(const std::string& pool, const std::string& volum
         std::vector<std::pair<std::string, std::string>> keys;
         Written w;
         zk::Status st = zk::Status::connection_loss;
+        impl_->before_record();
         try {
             impl_->subtree(path("snapshot.name", {pool, volume, snapshot}), keys);
             st = impl_->with_snapshot_count(pool, volume, rc == -ENOENT ? 0 : -1, [&](zk::Transaction& tx) {
@@ -838,10 +1035,12 @@ Result Client::remove_snapshot(const std::string& pool, const std::string& volum
             });
         } catch (const zk::Error&) {
         }
-        if (st != zk::Status::ok)
+        if (st != zk::Status::ok) {
+            impl_->remember(&c, {pool, volume, snapshot});
             return {500, "ERROR: Removed RBD snapshot '" + snapshot + "' of volume '" + volume +
-                             "' from Ceph but could not remove its keys from ZooKeeper; remove the snapshot again to "
-                             "finish."};
+                             "' from Ceph but could not remove its keys from ZooKeeper; " + std::string(kLater) +
+                             " (or remove the snapshot again)."};
+        }
         for (auto it = keys.rbegin(); it != keys.rend(); ++it) w.emplace_back(it->first, std::nullopt);
         return done("Removed RBD snapshot '" + snapshot + "' of volume '" + volume + "' in pool '" + pool + "'.", w);
     });
@@ -871,6 +1070,249 @@ Result Client::set_osd_option(const std::string& option, bool set) {
         mon(c, {{"prefix", set ? "osd set" : "osd unset"}, {"key", option}});
         return done(std::string(set ? "Set" : "Unset") + " OSD property '" + option + "'.");
     });
+}
+
+}  // namespace pvc::ceph
+
+namespace pvc::ceph {
+
+// ---------------------------------------------------------------- reconciliation
+
+std::optional<int> Client::Impl::bounded(Connection& c, std::function<int(Connection&)> fn) {
+    if (abandoned->load() >= 4) return std::nullopt;
+    struct State {
+        std::mutex m;
+        std::condition_variable cv;
+        std::optional<int> rc;
+        bool left = false;  // given up on: counted in `abandoned` until it ends
+    };
+    auto st = std::make_shared<State>();
+    auto conn = c.shared_from_this();
+    std::thread([st, conn, fn = std::move(fn), count = abandoned] {
+        int rc = -EIO;
+        try {
+            rc = fn(*conn);
+        } catch (...) {
+        }
+        std::lock_guard g(st->m);
+        st->rc = rc;
+        if (st->left) --*count;
+        st->cv.notify_all();
+    }).detach();
+    std::unique_lock lk(st->m);
+    if (st->cv.wait_for(lk, settings.timeout + std::chrono::seconds(1), [&] { return st->rc.has_value(); })) return st->rc;
+    st->left = true;
+    ++*abandoned;
+    return std::nullopt;
+}
+
+void Client::Impl::remember(Connection* c, const Pending& p) {
+    {
+        std::lock_guard g(pending_m);
+        bool known = false;
+        for (auto& q : pending)
+            if (same(q, p)) {
+                q.value = p.value;
+                known = true;
+            }
+        if (!known) pending.push_back(p);
+    }
+    if (!c) return;
+    // The pool's journal, for another process (the primary's API, the next
+    // `pvc`): a pool Ceph lacks has none (the object is in no pool then).
+    if (pool_known(*c, p.pool).value_or(0) != 1) return;
+    try {
+        Io io(*c, p.pool);
+        const std::string key = journal_key(p);
+        const char* keys[] = {key.c_str()};
+        const char* vals[] = {p.value.c_str()};
+        const size_t lens[] = {p.value.size()};
+        rados_write_op_t op = rados_create_write_op();
+        rados_write_op_omap_set(op, keys, vals, lens, 1);
+        rados_write_op_operate(op, io.get(), kJournal, nullptr, 0);
+        rados_release_write_op(op);
+    } catch (const CephFailure&) {
+    }
+}
+
+void Client::Impl::forget(Connection& c, const Pending& p) {
+    {
+        std::lock_guard g(pending_m);
+        pending.erase(std::remove_if(pending.begin(), pending.end(), [&](const Pending& q) { return same(q, p); }),
+                      pending.end());
+    }
+    if (pool_known(c, p.pool).value_or(0) != 1) return;
+    try {
+        Io io(c, p.pool);
+        const std::string key = journal_key(p);
+        const char* keys[] = {key.c_str()};
+        rados_write_op_t op = rados_create_write_op();
+        rados_write_op_omap_rm_keys(op, keys, 1);
+        rados_write_op_operate(op, io.get(), kJournal, nullptr, 0);
+        rados_release_write_op(op);
+    } catch (const CephFailure&) {
+    }
+}
+
+bool Client::Impl::settle(Connection& c, const Pending& p) {
+    try {
+        if (p.volume.empty()) {
+            // A pool: recorded when Ceph has it (its PG count asked for, else
+            // Ceph's; its tier from its CRUSH rule `<tier>_tier`), its keys
+            // removed when Ceph does not.
+            auto known = pool_known(c, p.pool);
+            if (!known) return false;
+            if (*known == 0) {
+                for (const auto& k : {path("pool.name", {p.pool}), volumes_of(p.pool), snapshots_of(p.pool)})
+                    zk->remove_recursive(k);
+                return true;
+            }
+            std::string pgs = p.value;
+            if (pgs.empty()) pgs = zk->get(path("pool.pgs", {p.pool})).value_or("");
+            if (pgs.empty()) {
+                auto r = mon_command(c, Json{{"prefix", "osd pool get"}, {"pool", p.pool}, {"var", "pg_num"},
+                                             {"format", "json"}}.dump());
+                if (r.rc < 0) return false;
+                auto j = Json::parse(r.out, nullptr, false);
+                if (j.is_discarded() || !j.contains("pg_num")) return false;
+                pgs = std::to_string(j["pg_num"].get<long long>());
+            }
+            std::string tier = zk->get(path("pool.tier", {p.pool})).value_or("");
+            if (tier.empty()) {
+                tier = "default";
+                auto r = mon_command(c, Json{{"prefix", "osd pool get"}, {"pool", p.pool}, {"var", "crush_rule"},
+                                             {"format", "json"}}.dump());
+                auto j = Json::parse(r.out, nullptr, false);
+                if (r.rc >= 0 && !j.is_discarded() && j.contains("crush_rule")) {
+                    std::string rule = j["crush_rule"].get<std::string>();
+                    for (const char* t : {"hdd", "ssd", "nvme"})
+                        if (rule == std::string(t) + "_tier") tier = t;
+                }
+            }
+            return zk->write({{path("pool.name", {p.pool}), ""},
+                              {path("pool.pgs", {p.pool}), pgs},
+                              {path("pool.tier", {p.pool}), tier},
+                              {path("pool.stats", {p.pool}), zk->get(path("pool.stats", {p.pool})).value_or("{}")},
+                              {volumes_of(p.pool), ""},
+                              {snapshots_of(p.pool), ""}});
+        }
+        // A volume or a snapshot: the volume's keys (its stats from Ceph, with
+        // its snapshot count) when Ceph has it, else removed; a snapshot's
+        // keys likewise.
+        auto known = pool_known(c, p.pool);
+        if (!known) return false;
+        std::optional<Io> io;
+        if (*known == 1) io.emplace(c, p.pool);
+        std::optional<std::string> info;
+        std::vector<std::string> snaps;
+        if (io) {
+            rbd_image_t image = nullptr;
+            int rc = rbd_open_read_only(io->get(), p.volume.c_str(), &image, nullptr);
+            if (rc == 0) {
+                snaps = snapshot_names(image);
+                rbd_close(image);
+                info = rbd_info_json(c, *io, p.volume);
+            } else if (rc != -ENOENT) {
+                return false;
+            }
+        }
+        if (!info) {
+            zk->remove_recursive(path("volume.name", {p.pool, p.volume}));
+            zk->remove_recursive(snapshots_of(p.pool, p.volume));
+            return true;
+        }
+        std::vector<zk::KeyValue> kvs = {{path("volume.name", {p.pool, p.volume}), ""},
+                                         {path("volume.stats", {p.pool, p.volume}), *info},
+                                         {snapshots_of(p.pool, p.volume), ""}};
+        if (!p.snapshot.empty()) {
+            if (std::find(snaps.begin(), snaps.end(), p.snapshot) == snaps.end()) {
+                zk->remove_recursive(path("snapshot.name", {p.pool, p.volume, p.snapshot}));
+            } else {
+                kvs.emplace_back(path("snapshot.name", {p.pool, p.volume, p.snapshot}), "");
+                if (!zk->exists(path("snapshot.stats", {p.pool, p.volume, p.snapshot})))
+                    kvs.emplace_back(path("snapshot.stats", {p.pool, p.volume, p.snapshot}), "{}");
+            }
+        }
+        return zk->write(kvs);
+    } catch (const CephFailure&) {
+        return false;
+    } catch (const zk::Error&) {
+        return false;
+    }
+}
+
+std::size_t Client::Impl::reconcile(Connection& c, bool journals) {
+    std::vector<Pending> todo;
+    {
+        std::lock_guard g(pending_m);
+        todo = pending;
+    }
+    // "Ceph lacks it" must not come from an old map (a pool made a moment
+    // ago): the latest OSD map first, or nothing is decided.
+    auto latest = bounded(c, [](Connection& conn) { return rados_wait_for_latest_osdmap(conn.cluster); });
+    if (!latest || *latest < 0) return todo.size() + (journals ? 1 : 0);
+    bool read_all = journals;
+    if (journals) {
+        std::vector<std::string> pools;
+        try {
+            pools = zk->children(path("base.pool")).value_or(std::vector<std::string>{});
+        } catch (const zk::Error&) {
+            read_all = false;
+        }
+        for (const auto& pool : pools) {
+            if (!valid_name(pool)) continue;
+            auto known = pool_known(c, pool);
+            if (!known) read_all = false;
+            if (known.value_or(0) != 1) continue;
+            try {
+                Io io(c, pool);
+                rados_read_op_t op = rados_create_read_op();
+                rados_omap_iter_t it = nullptr;
+                unsigned char more = 0;
+                int prval = 0;
+                rados_read_op_omap_get_vals2(op, nullptr, nullptr, 1000, &it, &more, &prval);
+                int rc = rados_read_op_operate(op, io.get(), kJournal, 0);
+                if (rc == 0 && prval == 0 && it) {
+                    char *key = nullptr, *val = nullptr;
+                    size_t len = 0;
+                    while (rados_omap_get_next(it, &key, &val, &len) == 0 && key) {
+                        auto e = journal_entry(pool, key, std::string(val ? val : "", len));
+                        if (e && std::none_of(todo.begin(), todo.end(), [&](const Pending& q) { return same(q, *e); }))
+                            todo.push_back(*e);
+                    }
+                }
+                if (it) rados_omap_get_end(it);
+                rados_release_read_op(op);
+                if (rc < 0 && rc != -ENOENT && CephFailure(rc, "").unreachable()) read_all = false;
+            } catch (const CephFailure& f) {
+                if (f.unreachable()) read_all = false;
+            }
+        }
+    }
+    std::size_t left = 0;
+    for (const auto& p : todo) {
+        if (settle(c, p))
+            forget(c, p);
+        else
+            ++left;
+    }
+    if (read_all) {
+        std::lock_guard g(pending_m);
+        journals_read = true;
+    }
+    return left;
+}
+
+std::size_t Client::reconcile() {
+    try {
+        auto c = impl_->connector.get();
+        return impl_->reconcile(*c, true);
+    } catch (const CephFailure& f) {
+        if (f.unreachable()) impl_->connector.drop_all();
+    } catch (const std::exception&) {
+    }
+    std::lock_guard g(impl_->pending_m);
+    return impl_->pending.size() + 1;
 }
 
 }  // namespace pvc::ceph

@@ -31,7 +31,7 @@ std::string errno_text(int code);
 // "EEXIST" (or the number)
 std::string errno_name(int code);
 
-struct Connection {
+struct Connection : std::enable_shared_from_this<Connection> {
     rados_t cluster = nullptr;
     ~Connection() {
         if (cluster) rados_shutdown(cluster);

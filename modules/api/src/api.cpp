@@ -26,6 +26,7 @@ void ApiModule::start(NodeContext& ctx) {
         log_.warn("API: authentication is enabled but pvc.api.authentication.tokens is empty: every protected route "
                   "answers 401");
     pool_ = std::make_unique<ModulePool>(ctx.executor, "api", 1);
+    if (settings_.ceph) storage_pool_ = std::make_unique<ModulePool>(ctx.executor, "api-storage", 1);
     view_ = std::make_shared<ClusterView>(zk_);
     view_->start();
     figures_->zookeeper_requests = [zk = zk_] { return zk->stats().requests; };
@@ -43,6 +44,7 @@ void ApiModule::stop() {
     router_.reset();
     tick_.reset();
     if (pool_) pool_->stop();
+    if (storage_pool_) storage_pool_->stop();
     {
         std::lock_guard g(server_m_);
         if (server_) {
@@ -52,6 +54,7 @@ void ApiModule::stop() {
         }
     }
     pool_.reset();
+    storage_pool_.reset();
     api_.reset();
     if (view_) view_->stop();
     view_.reset();
@@ -71,6 +74,7 @@ void ApiModule::serve() {
     std::lock_guard g(server_m_);
     if (server_ || !api_) return;
     ServerOptions o = settings_.server;
+    o.streamed = &Api::streamed_body;  // a volume upload's body goes to its route as it arrives
     // A connection that sent a valid key may use the reserved connections.
     if (settings_.auth_enabled && !settings_.tokens.empty())
         o.key_valid = [tokens = settings_.tokens](std::string_view key) {
@@ -147,6 +151,19 @@ void ApiModule::on_tick() {
     if (last_tick_) figures_->keepalive_interval_s = std::chrono::duration<double>(now - *last_tick_).count();
     last_tick_ = now;
     figures_->failed_tasks = executor_ ? executor_->failed_tasks() : 0;
+    // The primary brings the /ceph mirrors in line with Ceph for what
+    // storage writes left half-done (Ceph did its part, ZooKeeper did not, or
+    // the reverse): on the pool, one at a time, bounded by the Ceph client's
+    // time-outs.
+    if (storage_pool_ && api_ && serving() && !reconciling_.exchange(true))
+        storage_pool_->post("storage reconciliation", [this](std::stop_token) {
+            try {
+                api_->reconcile_storage();
+            } catch (const std::exception& e) {
+                log_.warn("API: storage reconciliation failed: {}", e.what());
+            }
+            reconciling_ = false;
+        });
     if (!pool_ || probing_.exchange(true)) return;
     pool_->post("ZooKeeper latency probe", [this](std::stop_token) {
         auto t0 = std::chrono::steady_clock::now();

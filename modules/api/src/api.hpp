@@ -58,7 +58,12 @@ private:
     mutable std::mutex server_m_;
     std::unique_ptr<HttpServer> server_;
     std::unique_ptr<ModulePool> pool_;
+    // The primary's storage reconciliation at each keepalive (with Ceph
+    // settings only): a thread of its own, so an unreachable Ceph never holds
+    // the listener's hand-over tasks on pool_.
+    std::unique_ptr<ModulePool> storage_pool_;
     std::atomic<bool> probing_{false};
+    std::atomic<bool> reconciling_{false};  // the storage reconciliation of a tick is running
     std::optional<std::chrono::steady_clock::time_point> last_tick_;
     Subscription router_, tick_;  // last: end before the parts go
 };

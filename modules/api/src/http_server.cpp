@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -240,6 +242,15 @@ struct RequestControl {
         std::lock_guard g(m_);
         running_ = false;  // from here the thread may go: its clock is not read again
     }
+    // A streamed request's budgets count from the end of its body (an
+    // upload's length is the client's; its pace is bounded per piece).
+    void body_done() {
+        std::lock_guard g(m_);
+        streaming = false;
+        started_ = Clock::now();
+        if (running_ && has_clock_) ::clock_gettime(clock_, &cpu0_);
+    }
+    std::atomic<bool> streaming{false};
     std::chrono::nanoseconds cpu_used() {
         std::lock_guard g(m_);
         timespec now{};
@@ -257,6 +268,97 @@ private:
     clockid_t clock_{};
     timespec cpu0_{};
     std::optional<Clock::time_point> started_;
+};
+
+// A streamed body between the connection's strand, which reads the socket
+// only when the handler asks for more (so a fast client is held back by TCP,
+// never buffered here), and the handler's thread. One piece at a time.
+class BodyChannel : public BodyStream {
+public:
+    static constexpr std::size_t kPiece = 256 * 1024;
+
+    BodyChannel(std::stop_token stop, std::optional<std::uint64_t> length)
+        : stop_(std::move(stop)), length_(length), piece_(kPiece) {}
+
+    std::int64_t read(char* out, std::size_t size) override {
+        std::unique_lock lk(m_);
+        asked_ = true;
+        for (;;) {
+            if (pos_ < have_) {
+                std::size_t n = std::min(size, have_ - pos_);
+                std::memcpy(out, piece_.data() + pos_, n);
+                pos_ += n;
+                return static_cast<std::int64_t>(n);
+            }
+            if (done_) return 0;
+            if (!error_.empty()) return -1;
+            if (stop_.stop_requested()) {
+                error_ = "the request was stopped";
+                return -1;
+            }
+            if (!pending_) {
+                pending_ = true;
+                have_ = pos_ = 0;
+                auto fill = fill_;
+                lk.unlock();
+                if (fill) fill();
+                lk.lock();
+                continue;
+            }
+            cv_.wait(lk, stop_, [&] { return !pending_; });
+        }
+    }
+    std::string error() const override {
+        std::lock_guard g(m_);
+        return error_;
+    }
+    std::optional<std::uint64_t> content_length() const override { return length_; }
+    std::uint64_t received() const override {
+        std::lock_guard g(m_);
+        return received_;
+    }
+
+    // The connection's side.
+    void set_fill(std::function<void()> f) {
+        std::lock_guard g(m_);
+        fill_ = std::move(f);
+    }
+    bool asked() const {
+        std::lock_guard g(m_);
+        return asked_;
+    }
+    char* piece() { return piece_.data(); }  // written only while a piece is pending
+    void filled(std::size_t n, bool done) {
+        {
+            std::lock_guard g(m_);
+            have_ = n;
+            pos_ = 0;
+            received_ += n;
+            pending_ = false;
+            done_ = done;
+        }
+        cv_.notify_all();
+    }
+    void fail(const std::string& why) {
+        {
+            std::lock_guard g(m_);
+            if (error_.empty() && !done_) error_ = why;
+            pending_ = false;
+        }
+        cv_.notify_all();
+    }
+
+private:
+    const std::stop_token stop_;
+    const std::optional<std::uint64_t> length_;
+    mutable std::mutex m_;
+    std::condition_variable_any cv_;
+    std::vector<char> piece_;
+    std::size_t have_ = 0, pos_ = 0;
+    std::uint64_t received_ = 0;
+    bool pending_ = false, done_ = false, asked_ = false;
+    std::string error_;
+    std::function<void()> fill_;
 };
 
 }  // namespace
@@ -342,6 +444,7 @@ public:
         ++srv_->counters->open;
     }
     ~Session() {
+        if (channel_) channel_->fail("the connection was closed");
         --srv_->counters->open;
         if (authenticated_) --srv_->authenticated;
         std::lock_guard g(srv_->m);
@@ -384,7 +487,15 @@ private:
     void read() {
         parser_.emplace();
         parser_->header_limit(static_cast<std::uint32_t>(srv_->opt.limits.header_bytes));
-        parser_->body_limit(srv_->opt.limits.body_bytes);
+        // The body's limit is the route's (streamed or not), set once the
+        // header is read; an announced length is checked then. (Not `none`:
+        // this Beast compares an announced length with the optional limit,
+        // and any length is "greater" than none.)
+        parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+        stream_parser_.reset();
+        channel_.reset();
+        streamed_ = body_done_ = body_broken_ = reading_body_ = expect_continue_ = continue_sent_ = false;
+        held_.reset();
         read_started_ = Clock::now();
         lowest().expires_after(header_wait());
         http::async_read_header(stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
@@ -430,6 +541,11 @@ private:
         }
         if (reserve_ && !authenticated_)
             return fail(503, "Too many connections: only requests with a valid X-Api-Key are served now");
+        if (srv_->opt.streamed)
+            if (auto limit = srv_->opt.streamed(method_, std::string_view(req.target().data(), req.target().size())))
+                return start_stream(*limit);
+        if (auto len = parser_->content_length(); len && *len > srv_->opt.limits.body_bytes) return too_large();
+        parser_->body_limit(srv_->opt.limits.body_bytes);
         lowest().expires_at(read_started_ + srv_->opt.limits.request_timeout);
         http::async_read(stream_, buffer_, *parser_,
                          [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
@@ -459,7 +575,23 @@ private:
         ctl_ = ctl;
         busy_ = true;
         ++seq_;
-        watch_peer();
+        if (streamed_) {
+            std::optional<std::uint64_t> length;
+            if (auto cl = stream_parser_->content_length()) length = *cl;
+            channel_ = std::make_shared<BodyChannel>(ctl->source.get_token(), length);
+            std::weak_ptr<Session> weak = this->shared_from_this();
+            std::weak_ptr<BodyChannel> ch = channel_;
+            channel_->set_fill([weak, ch, srv = srv_, ex = stream_.get_executor(), seq = seq_] {
+                srv->deliver(ex, [weak, ch, seq] {
+                    if (auto s = weak.lock()) s->fill_body(seq);
+                    else if (auto c = ch.lock()) c->fail("the connection was closed");
+                });
+            });
+            if (body_done_) channel_->filled(0, true);
+            ctl->streaming = !body_done_;
+            r.body_stream = channel_;
+        }
+        if (!ctl->streaming) watch_peer();
         check_budget_later();
         auto queue = srv_->queue;
         queue->post(client_, [self = this->shared_from_this(), srv = srv_, ctl, seq = seq_, path = path_,
@@ -490,7 +622,141 @@ private:
     void on_result(uint64_t seq, HttpResponse res) {
         if (seq != seq_ || !busy_ || closed_) return;
         end_request();
+        if (streamed_ && !body_done_) return answer_early(std::move(res));
         write(std::move(res));
+    }
+
+    // ---- a streamed body (ServerOptions::streamed)
+
+    // After the header: the rest is read piece by piece as the handler asks.
+    void start_stream(std::uint64_t limit) {
+        auto& req = parser_->get();
+        if (auto len = parser_->content_length(); len && limit != UINT64_MAX && *len > limit)
+            return fail(413, "Request body too large (at most " + std::to_string(limit) + " bytes)");
+        expect_continue_ = beast::iequals(req[http::field::expect], "100-continue");
+        HttpRequest r;
+        r.method = method_;
+        r.target = std::string(req.target());
+        r.content_type = std::string(req[http::field::content_type]);
+        r.api_key = std::move(api_key_);
+        r.peer = peer_;
+        keep_alive_ = req.keep_alive();
+        stream_parser_.emplace(std::move(*parser_));
+        parser_.reset();
+        stream_parser_->body_limit(limit);
+        streamed_ = true;
+        body_done_ = stream_parser_->is_done();
+        dispatch(std::move(r));
+    }
+
+    // The handler asked for a piece (its thread waits for it).
+    void fill_body(uint64_t seq) {
+        if (seq != seq_ || closed_ || !channel_ || !stream_parser_ || body_done_ || body_broken_) {
+            if (channel_) channel_->fail("the connection was closed");
+            return;
+        }
+        if (expect_continue_ && !continue_sent_) {
+            continue_sent_ = true;
+            static const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+            lowest().expires_after(srv_->opt.limits.request_timeout);
+            net::async_write(stream_, net::buffer(interim), [self = this->shared_from_this(), seq](beast::error_code ec, std::size_t) {
+                if (ec) return self->body_failed(ec);
+                self->fill_body(seq);
+            });
+            return;
+        }
+        read_piece();
+    }
+
+    void read_piece() {
+        reading_body_ = true;
+        auto& body = stream_parser_->get().body();
+        body.data = channel_->piece();
+        body.size = BodyChannel::kPiece;
+        body.more = true;
+        // The client's pace is bounded per piece, not per request: an upload
+        // of any length goes on while data comes. By a timer of our own that
+        // cancels the read: the stream's own time-out closes the socket, and
+        // the client is to be told what became of its upload.
+        lowest().expires_never();
+        body_timed_out_ = false;
+        body_timer_.expires_after(srv_->opt.limits.request_timeout);
+        body_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+            if (ec || !self->reading_body_ || self->closed_) return;
+            self->body_timed_out_ = true;
+            beast::error_code ignored;
+            self->lowest().socket().cancel(ignored);
+        });
+        http::async_read_some(stream_, buffer_, *stream_parser_,
+                              [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
+    }
+
+    void on_body(beast::error_code ec) {
+        reading_body_ = false;
+        body_timer_.cancel();
+        if (closed_) return;
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec == net::error::operation_aborted && body_timed_out_) ec = beast::error::timeout;
+        const std::size_t n = BodyChannel::kPiece - stream_parser_->get().body().size;
+        if (held_) {
+            // Answered already; the rest of the body is read and dropped.
+            if (!ec && !stream_parser_->is_done() && held_drain_) return read_piece();
+            if (!ec && stream_parser_->is_done()) body_done_ = true;
+            else keep_alive_ = false;
+            HttpResponse res = std::move(*held_);
+            held_.reset();
+            return write(std::move(res));
+        }
+        if (ec) return body_failed(ec);
+        const bool done = stream_parser_->is_done();
+        if (!done && n == 0) return read_piece();  // only framing (a chunk's size line) so far
+        if (done) body_done_ = true;
+        channel_->filled(n, done);
+        if (done) {
+            ctl_->body_done();
+            if (busy_) watch_peer();
+        }
+    }
+
+    void body_failed(beast::error_code ec) {
+        body_broken_ = true;
+        keep_alive_ = false;
+        std::string why;
+        if (ec == beast::error::timeout)
+            why = "the client sent nothing for " + seconds_text(srv_->opt.limits.request_timeout);
+        else if (ec == http::error::body_limit)
+            why = "the body is larger than this route's limit";
+        else if (ec == http::error::partial_message || ec == net::error::eof || ec == net::error::connection_reset)
+            why = "the client closed the connection before the end of the body";
+        else
+            why = "the body could not be read: " + ec.message();
+        if (channel_) channel_->fail(why);
+    }
+
+    // The handler answered before the body's end. A client given no `100
+    // Continue` sends no body; an authenticated one (or any, without keys)
+    // has the rest read and dropped, so it can read the answer after
+    // sending everything, as HTTP clients do; another is answered and cut
+    // off (it may see a reset instead of the answer).
+    void answer_early(HttpResponse res) {
+        if (body_broken_ || (expect_continue_ && !continue_sent_)) {
+            keep_alive_ = false;
+            if (!reading_body_) return write(std::move(res));
+        }
+        held_ = std::move(res);
+        held_drain_ = !body_broken_ && (authenticated_ || !srv_->opt.key_valid) && !(expect_continue_ && !continue_sent_);
+        if (reading_body_) {
+            if (!held_drain_) {
+                beast::error_code ec;
+                lowest().socket().cancel(ec);  // the piece being read; on_body then answers
+            }
+            return;
+        }
+        if (held_drain_) return read_piece();
+        keep_alive_ = false;
+        HttpResponse r = std::move(*held_);
+        held_.reset();
+        write(std::move(r));
     }
 
     void end_request() {
@@ -550,6 +816,7 @@ private:
     void check_budget(uint64_t seq) {
         if (seq != seq_ || !busy_ || closed_) return;
         const auto& l = srv_->opt.limits;
+        if (ctl_->streaming) return check_budget_later();
         if (ctl_->cpu_used() > l.cpu_budget) return over_budget(Why::cpu, "its CPU budget of " + seconds_text(l.cpu_budget));
         if (auto s = ctl_->started(); s && Clock::now() - *s > l.time_budget)
             return over_budget(Why::time, "its time budget of " + seconds_text(l.time_budget));
@@ -634,6 +901,7 @@ private:
     void close_now() {
         closed_ = true;
         budget_timer_.cancel();
+        body_timer_.cancel();
         beast::error_code ec;
         lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
         lowest().close();
@@ -657,6 +925,15 @@ private:
     beast::flat_buffer buffer_;
     std::array<char, 16384> scratch_{};
     std::optional<http::request_parser<http::string_body>> parser_;
+    // A streamed request's body (ServerOptions::streamed).
+    std::optional<http::request_parser<http::buffer_body>> stream_parser_;
+    std::shared_ptr<BodyChannel> channel_;
+    bool streamed_ = false, body_done_ = false, body_broken_ = false, reading_body_ = false;
+    bool expect_continue_ = false, continue_sent_ = false;
+    std::optional<HttpResponse> held_;  // the answer given before the body's end, sent once it is dropped
+    bool held_drain_ = false;
+    net::steady_timer body_timer_{stream_.get_executor()};  // a streamed body's piece
+    bool body_timed_out_ = false;
     std::optional<std::string> api_key_;
     std::shared_ptr<RequestControl> ctl_;  // of the request being handled
     uint64_t id_ = 0, seq_ = 0;

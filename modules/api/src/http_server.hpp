@@ -63,6 +63,12 @@ struct ServerOptions {
     // "authenticated" and may use the reserved connections. Unset: no
     // connection is, and the reserve is open to everyone.
     std::function<bool(std::string_view)> key_valid;
+    // Requests whose body the handler reads as it arrives
+    // (HttpRequest::body_stream) rather than whole in `body`: the body limit
+    // for such a request (UINT64_MAX: none), nullopt for every other
+    // request (those are read whole, within `limits.body_bytes`). Unset:
+    // no request is streamed.
+    std::function<std::optional<std::uint64_t>(std::string_view method, std::string_view target)> streamed;
 };
 
 // Thrown by a handler (throw_if_stopped) when its stop token was requested:
@@ -74,10 +80,29 @@ inline void throw_if_stopped(const std::stop_token& stop) {
     if (stop.stop_requested()) throw RequestCancelled();
 }
 
+// A streamed request's body (ServerOptions::streamed), read by the handler
+// on its worker thread as the client sends it; at most a few hundred KiB of
+// it are held at a time. The client is given `limits.request_timeout` for
+// each piece: one that stops sending is cut off (read() fails, error() says
+// so). The request's CPU and time budgets count from the body's end.
+class BodyStream {
+public:
+    virtual ~BodyStream() = default;
+    // Fills `buffer` with up to `size` bytes of the body: the count (at
+    // least 1), 0 at its end, -1 when it cannot be read (the client left,
+    // sent nothing in time, sent a malformed body, or the request was
+    // stopped); error() then says which.
+    virtual std::int64_t read(char* buffer, std::size_t size) = 0;
+    virtual std::string error() const = 0;
+    virtual std::optional<std::uint64_t> content_length() const = 0;  // as the client announced it
+    virtual std::uint64_t received() const = 0;                         // body bytes read so far
+};
+
 struct HttpRequest {
     std::string method;  // "GET"
     std::string target;  // as sent: "/api/v1/vm?limit=x"
-    std::string body;
+    std::string body;    // empty for a streamed request (below)
+    std::shared_ptr<BodyStream> body_stream;  // a streamed request's body (ServerOptions::streamed), else null
     std::string content_type;
     std::optional<std::string> api_key;  // X-Api-Key, when sent
     std::string peer;

@@ -30,6 +30,13 @@ public:
     Api(std::shared_ptr<zk::Session> zk, ClusterView& view, ApiSettings settings, Logger log, DaemonFigures& figures,
         ServiceRegistry* services = nullptr);
     HttpResponse handle(const HttpRequest& request, std::stop_token stop);
+    // The requests whose body the server streams to the route (a volume
+    // upload: no limit) rather than reading it whole (ServerOptions::streamed).
+    static std::optional<std::uint64_t> streamed_body(std::string_view method, std::string_view target);
+    // Brings ZooKeeper's /ceph mirrors in line with Ceph for what storage
+    // writes left half-done (pvc/ceph_client.hpp, Client::reconcile): the
+    // primary runs it at each keepalive. Nothing without Ceph settings.
+    void reconcile_storage();
 
     struct Ctx;
     using Fn = HttpResponse (Api::*)(Ctx&);

@@ -52,6 +52,13 @@ ceph::Client* Api::ceph_client() {
     return ceph_.get();
 }
 
+void Api::reconcile_storage() {
+    if (ceph::Client* ceph = ceph_client()) {
+        if (std::size_t left = ceph->reconcile())
+            log_.local().debug("API: storage: {} object(s) still to bring in line (Ceph or ZooKeeper unreachable)", left);
+    }
+}
+
 HttpResponse Api::storage_answer(const ceph::Result& r, bool keep_quotes) {
     if (r.ok()) settle(r.written);
     if (r.status >= 500) log_.warn("API: storage: {}", r.message);
@@ -115,39 +122,181 @@ HttpResponse Api::volume_clone(Ctx& c) {
     return storage_answer(ceph->clone_volume(c.args[0], c.args[1], c.p("new_volume").value_or("")));
 }
 
+std::optional<std::uint64_t> Api::streamed_body(std::string_view method, std::string_view target) {
+    if (method != "POST") return std::nullopt;
+    Target t = parse_target(target);
+    const auto& s = t.segments;
+    if (t.under_api && s.size() == 6 && s[0] == "storage" && s[1] == "ceph" && s[2] == "volume" && s[5] == "upload")
+        return UINT64_MAX;  // an image of any size; memory stays bounded (one piece at a time)
+    return std::nullopt;
+}
+
 namespace {
 
-// The uploaded file: the first part of a multipart/form-data body (as the
-// reference's client sends it, part `file`), or the whole body when it is
-// sent as application/octet-stream. nullopt when neither.
-std::optional<std::string_view> upload_part(const HttpRequest& req) {
-    std::string type = req.content_type;
+// A body already read whole (a request the server did not stream).
+class WholeBody : public BodyStream {
+public:
+    explicit WholeBody(const std::string& body) : body_(body) {}
+    std::int64_t read(char* out, std::size_t n) override {
+        n = std::min(n, body_.size() - pos_);
+        std::memcpy(out, body_.data() + pos_, n);
+        pos_ += n;
+        return static_cast<std::int64_t>(n);
+    }
+    std::string error() const override { return {}; }
+    std::optional<std::uint64_t> content_length() const override { return body_.size(); }
+    std::uint64_t received() const override { return body_.size(); }
+
+private:
+    const std::string& body_;
+    std::size_t pos_ = 0;
+};
+
+// The uploaded file, read through as it arrives: the first part with a
+// file name of a multipart/form-data body (as the reference's client sends
+// it, part `file`), or the whole body of an application/octet-stream one.
+// At most one piece of the body and a delimiter's length are held.
+class UploadFile {
+public:
+    UploadFile(BodyStream& in, std::string boundary) : in_(in), multipart_(!boundary.empty()), boundary_(std::move(boundary)) {}
+
+    // Multipart: reads up to the file's first byte. The reason when it cannot.
+    std::optional<std::string> open() {
+        if (!multipart_) return std::nullopt;
+        const std::string first = "--" + boundary_;
+        std::size_t at = std::string::npos;
+        for (;;) {
+            at = buf_.find(first, start_);
+            if (at != std::string::npos && buf_.size() >= at + first.size() + 2) break;
+            if (buf_.size() - start_ > kHeadMax) return "no multipart delimiter in the body's first bytes";
+            if (!more()) return eof_reason("the body ended before its first part");
+        }
+        start_ = at + first.size();
+        for (;;) {  // each part: its header, then the file or the next part
+            if (buf_.compare(start_, 2, "--") == 0) return std::string("the body has no part with a file");
+            std::size_t head_end;
+            while ((head_end = buf_.find("\r\n\r\n", start_)) == std::string::npos) {
+                if (buf_.size() - start_ > kHeadMax) return "a part's header is over " + std::to_string(kHeadMax) + " bytes";
+                if (!more()) return eof_reason("the body ended in a part's header");
+            }
+            std::string head = buf_.substr(start_, head_end - start_);
+            start_ = head_end + 4;
+            std::transform(head.begin(), head.end(), head.begin(), [](unsigned char ch) { return std::tolower(ch); });
+            if (head.find("filename=") != std::string::npos) {
+                file_start_ = consumed_ + start_;
+                return std::nullopt;
+            }
+            // Not the file (a form field): skipped, held whole (small).
+            std::size_t next;
+            while ((next = buf_.find(delim(), start_)) == std::string::npos || buf_.size() < next + delim().size() + 2) {
+                if (buf_.size() - start_ > kHeadMax) return "a part without a file is over " + std::to_string(kHeadMax) + " bytes";
+                if (!more()) return eof_reason("the body ended in a part");
+            }
+            start_ = next + delim().size();
+        }
+    }
+
+    // The file's length, when the body's announced length tells it: the
+    // whole body, or (multipart) what follows the file's header less the
+    // closing delimiter the reference's client and curl end it with.
+    std::optional<std::uint64_t> length() const {
+        auto cl = in_.content_length();
+        if (!cl) return std::nullopt;
+        if (!multipart_) return *cl;
+        std::uint64_t tail = delim().size() + 4;  // "\r\n--<boundary>--\r\n"
+        if (*cl < file_start_ + tail) return std::nullopt;
+        return *cl - file_start_ - tail;
+    }
+
+    std::int64_t read(char* out, std::size_t n) {
+        if (!multipart_) {
+            if (start_ < buf_.size()) return take(out, std::min(n, buf_.size() - start_));
+            std::int64_t got = in_.read(out, n);
+            if (got < 0) error_ = in_.error();
+            return got;
+        }
+        for (;;) {
+            if (ended_) return 0;
+            std::size_t at = buf_.find(delim(), start_);
+            if (at == start_) {
+                ended_ = true;
+                drain();
+                return 0;
+            }
+            if (at != std::string::npos) return take(out, std::min(n, at - start_));
+            // Bytes that cannot be the start of a delimiter.
+            std::size_t avail = buf_.size() - start_;
+            if (avail >= delim().size()) return take(out, std::min(n, avail - (delim().size() - 1)));
+            if (!more()) {
+                if (error_.empty()) error_ = "the body ended without the closing multipart delimiter";
+                return -1;
+            }
+        }
+    }
+    std::string error() const { return error_; }
+
+private:
+    static constexpr std::size_t kHeadMax = 64 * 1024;
+
+    std::string delim() const { return "\r\n--" + boundary_; }
+    std::string eof_reason(const std::string& what) { return error_.empty() ? what : error_; }
+
+    std::int64_t take(char* out, std::size_t n) {
+        std::memcpy(out, buf_.data() + start_, n);
+        start_ += n;
+        return static_cast<std::int64_t>(n);
+    }
+
+    // Appends a piece of the body; false at its end or on an error (error_).
+    bool more() {
+        if (start_ > 0 && start_ >= buf_.size() / 2) {
+            consumed_ += start_;
+            buf_.erase(0, start_);
+            start_ = 0;
+        }
+        std::size_t old = buf_.size();
+        buf_.resize(old + kRead);
+        std::int64_t got = in_.read(buf_.data() + old, kRead);
+        buf_.resize(old + static_cast<std::size_t>(std::max<std::int64_t>(got, 0)));
+        if (got < 0) error_ = in_.error();
+        return got > 0;
+    }
+    // What follows the file (the closing delimiter, other parts) is read
+    // and dropped, so the request ends where its body does.
+    void drain() {
+        std::vector<char> scratch(kRead);
+        while (in_.read(scratch.data(), scratch.size()) > 0) {
+        }
+    }
+
+    static constexpr std::size_t kRead = 256 * 1024;
+    BodyStream& in_;
+    const bool multipart_;
+    const std::string boundary_;
+    std::string buf_;
+    std::size_t start_ = 0;
+    std::uint64_t consumed_ = 0;  // body bytes dropped from the front of buf_
+    std::uint64_t file_start_ = 0;
+    bool ended_ = false;
+    std::string error_;
+};
+
+// The multipart boundary of a Content-Type; "" for application/octet-stream;
+// nullopt for anything else.
+std::optional<std::string> upload_boundary(const std::string& content_type) {
+    std::string type = content_type;
     std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (type.rfind("application/octet-stream", 0) == 0) return std::string_view(req.body);
+    if (type.rfind("application/octet-stream", 0) == 0) return std::string();
     if (type.rfind("multipart/form-data", 0) != 0) return std::nullopt;
     auto b = type.find("boundary=");
     if (b == std::string::npos) return std::nullopt;
-    std::string boundary = req.content_type.substr(b + 9);
+    std::string boundary = content_type.substr(b + 9);
     if (auto semi = boundary.find(';'); semi != std::string::npos) boundary.resize(semi);
+    while (!boundary.empty() && (boundary.back() == ' ' || boundary.back() == '\t')) boundary.pop_back();
     if (boundary.size() >= 2 && boundary.front() == '"' && boundary.back() == '"')
         boundary = boundary.substr(1, boundary.size() - 2);
     if (boundary.empty()) return std::nullopt;
-    std::string_view body(req.body);
-    const std::string delimiter = "--" + boundary;
-    auto start = body.find(delimiter);
-    while (start != std::string_view::npos) {
-        auto headers = start + delimiter.size();
-        if (body.substr(headers, 2) == "--") return std::nullopt;  // the closing delimiter: no part with a file
-        auto content = body.find("\r\n\r\n", headers);
-        if (content == std::string_view::npos) return std::nullopt;
-        std::string_view head = body.substr(headers, content - headers);
-        content += 4;
-        auto end = body.find("\r\n" + delimiter, content);
-        if (end == std::string_view::npos) return std::nullopt;
-        if (head.find("filename=") != std::string_view::npos) return body.substr(content, end - content);
-        start = end + 2;
-    }
-    return std::nullopt;
+    return boundary;
 }
 
 }  // namespace
@@ -159,19 +308,42 @@ HttpResponse Api::volume_upload(Ctx& c) {
     auto format = query.get("image_format");
     if (!format) return json_answer(400, Json{{"message", Json{{"image_format", "A source image format must be specified."}}}});
     PVC_CEPH_OR_503(ceph);
-    auto part = upload_part(c.req);
-    if (!part)
-        return msg(400, "ERROR: No file found in the upload: send it as the file part of a multipart/form-data body "
-                        "(as `pvc storage volume upload` does) or as an application/octet-stream body.");
-    std::size_t offset = 0;
-    auto read = [&](char* buf, std::size_t n) -> std::int64_t {
-        if (c.stop.stop_requested()) return -1;
-        std::size_t take = std::min(n, part->size() - offset);
-        std::memcpy(buf, part->data() + offset, take);
-        offset += take;
-        return static_cast<std::int64_t>(take);
+    auto boundary = upload_boundary(c.req.content_type);
+    const char* const no_file =
+        "ERROR: No file found in the upload: send it as the file part of a multipart/form-data body "
+        "(as `pvc storage volume upload` does) or as an application/octet-stream body.";
+    if (!boundary) return msg(400, no_file);
+    // The body as it arrives (the server streams this route), or whole.
+    std::optional<WholeBody> whole;
+    BodyStream* in = c.req.body_stream.get();
+    if (!in) in = &whole.emplace(c.req.body);
+    UploadFile file(*in, *boundary);
+    // The body is read only once the library has checked the format and the
+    // volume (a refusal reads nothing of it).
+    std::optional<std::string> not_opened;
+    bool opened = false;
+    auto open = [&] {
+        if (!opened) not_opened = file.open();
+        opened = true;
+        return !not_opened;
     };
-    return storage_answer(ceph->upload_volume(c.args[0], c.args[1], *format, query.get("file_size"), read));
+    ceph::Client::Upload up;
+    up.read = [&](char* buf, std::size_t n) -> std::int64_t {
+        if (c.stop.stop_requested() || !open()) return -1;
+        return file.read(buf, n);
+    };
+    up.length = [&]() -> std::optional<std::uint64_t> {
+        if (!open()) return std::nullopt;
+        return file.length();
+    };
+    up.error = [&]() -> std::string {
+        if (not_opened) return "no file found in the upload: " + *not_opened;
+        if (c.stop.stop_requested() && file.error().empty()) return "the request was stopped";
+        return file.error();
+    };
+    auto r = ceph->upload_volume(c.args[0], c.args[1], *format, query.get("file_size"), up);
+    if (!r.ok() && r.status < 500) log_.warn("API: upload to {}/{}: {}", c.args[0], c.args[1], r.message);
+    return storage_answer(r);
 }
 
 // ---------------------------------------------------------------- snapshots

@@ -73,7 +73,9 @@ protected:
         view->start();
         ASSERT_TRUE(view->wait_ready(std::chrono::seconds(10)));
         api = std::make_unique<Api>(session, *view, settings, logger, figures, &services);
-        server = std::make_unique<HttpServer>(settings.server, [this](const HttpRequest& r, std::stop_token st) {
+        ServerOptions server_options = settings.server;
+        server_options.streamed = &Api::streamed_body;  // as the module serves it
+        server = std::make_unique<HttpServer>(server_options, [this](const HttpRequest& r, std::stop_token st) {
             return api->handle(r, st);
         }, logger);
         server->start();

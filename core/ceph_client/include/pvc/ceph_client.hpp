@@ -44,6 +44,9 @@ struct Settings {
     std::string vm_uri = "qemu+tcp://{node}.{cluster_domain}/system";
     std::string cluster_domain;
     std::string qemu_img = "qemu-img";  // converts uploads of other formats than raw
+    // Called before each ZooKeeper record of a write that Ceph has done
+    // (tests stop ZooKeeper there); unset in production.
+    std::function<void()> before_record;
 };
 
 // Keys written (nullopt: removed).
@@ -100,6 +103,19 @@ public:
     using Reader = std::function<std::int64_t(char* buffer, std::size_t size)>;
     Result upload_volume(const std::string& pool, const std::string& volume, const std::string& format,
                          const std::optional<std::string>& file_size, const Reader& read);
+    // The same, with what the caller knows of the image: its length when
+    // known in advance (asked once, after the format and the volume were
+    // checked and before the first read; an image longer than the volume,
+    // or than `file_size` for a converted format, is refused before anything
+    // is written), and why a read failed (named in the answer, with how much
+    // was written and what that leaves in the volume).
+    struct Upload {
+        Reader read;
+        std::function<std::optional<std::uint64_t>()> length;
+        std::function<std::string()> error;
+    };
+    Result upload_volume(const std::string& pool, const std::string& volume, const std::string& format,
+                         const std::optional<std::string>& file_size, const Upload& upload);
 
     // --- snapshots ---
     Result add_snapshot(const std::string& pool, const std::string& volume, const std::string& snapshot);
@@ -113,6 +129,15 @@ public:
 
     // The image's `rbd info --format json` text (tests compare it with the command's).
     std::optional<std::string> volume_info(const std::string& pool, const std::string& volume);
+
+    // Brings ZooKeeper in line with Ceph for every object a write left
+    // half-done (Ceph did its part and ZooKeeper did not, or the reverse):
+    // those this client remembers and those in the pools' journals (other
+    // processes' leftovers). Ceph is the truth: an object Ceph has is
+    // recorded, the keys of one it lacks removed. Every write runs it first
+    // while something is pending; the primary's API module runs it at each
+    // keepalive. Returns how many are left (ZooKeeper or Ceph unreachable).
+    std::size_t reconcile();
 
     // Drops the connection (the next call connects again).
     void disconnect();
