@@ -492,6 +492,7 @@ private:
         // this Beast compares an announced length with the optional limit,
         // and any length is "greater" than none.)
         parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+        body_limit_ = srv_->opt.limits.body_bytes;
         stream_parser_.reset();
         channel_.reset();
         streamed_ = body_done_ = body_broken_ = reading_body_ = expect_continue_ = continue_sent_ = false;
@@ -544,8 +545,9 @@ private:
         if (srv_->opt.streamed)
             if (auto limit = srv_->opt.streamed(method_, std::string_view(req.target().data(), req.target().size())))
                 return start_stream(*limit);
-        if (auto len = parser_->content_length(); len && *len > srv_->opt.limits.body_bytes) return too_large();
-        parser_->body_limit(srv_->opt.limits.body_bytes);
+        body_limit_ = srv_->opt.limits.body_limit(method_, path_);
+        if (auto len = parser_->content_length(); len && *len > body_limit_) return too_large();
+        parser_->body_limit(body_limit_);
         lowest().expires_at(read_started_ + srv_->opt.limits.request_timeout);
         http::async_read(stream_, buffer_, *parser_,
                          [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
@@ -834,7 +836,7 @@ private:
     }
 
     void too_large() {
-        fail(413, "Request body too large (at most " + std::to_string(srv_->opt.limits.body_bytes) + " bytes)");
+        fail(413, "Request body too large (at most " + std::to_string(body_limit_) + " bytes)");
     }
 
     void fail(unsigned status, const std::string& message) {
@@ -942,6 +944,7 @@ private:
     unsigned version_ = 11;
     unsigned status_ = 0;
     std::string method_, path_;
+    std::size_t body_limit_ = 0;  // this request's (ServerLimits::body_limit)
     Clock::time_point started_ = Clock::now(), read_started_ = Clock::now();
 };
 

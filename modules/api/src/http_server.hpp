@@ -21,6 +21,7 @@
 // alive) and returns.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -40,6 +41,18 @@ namespace pvc::api {
 
 struct ServerLimits {
     std::size_t body_bytes = 2 * 1024 * 1024;   // a VM's XML as large as ZooKeeper holds, form-encoded
+    // Routes whose body (read whole) may be larger ("METHOD /path", the path
+    // exact): a cluster backup given to POST /restore holds every key of the
+    // cluster (many MiB of values, each within ZooKeeper's limit).
+    std::vector<std::pair<std::string, std::size_t>> large_bodies = {{"POST /api/v1/restore", 64 * 1024 * 1024}};
+    // The body limit of a request (`path` without its query).
+    std::size_t body_limit(std::string_view method, std::string_view path) const {
+        for (const auto& [route, bytes] : large_bodies)
+            if (route.size() == method.size() + 1 + path.size() && route.compare(0, method.size(), method) == 0 &&
+                route[method.size()] == ' ' && route.compare(method.size() + 1, std::string::npos, path) == 0)
+                return std::max(bytes, body_bytes);
+        return body_bytes;
+    }
     std::size_t header_bytes = 16 * 1024;
     unsigned connections = 64;                  // open at once; more are closed at accept
     unsigned connections_per_client = 16;       // open at once from one address (IPv6: one /64)
