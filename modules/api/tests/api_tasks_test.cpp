@@ -89,7 +89,7 @@ protected:
 TEST_F(ApiTasks, FlushLocksAnswers202AndTheReferenceClientFollowsTheTaskToItsEnd) {
     ASSERT_EQ(define("web1", U1, "hv1").status, 200u);
     // The 202 and its Location, as the route handler answers them.
-    HttpRequest req{"POST", "/api/v1/vm/web1/locks", "", "", token, "127.0.0.1"};
+    HttpRequest req{"POST", "/api/v1/vm/web1/locks", "", nullptr, "", token, "127.0.0.1"};
     HttpResponse r = api->handle(req, {});
     ASSERT_EQ(r.status, 202u) << r.body;
     auto body = nlohmann::ordered_json::parse(r.body);
