@@ -72,6 +72,10 @@ struct Pending {
     Pending(std::string p, std::string v = {}, std::string s = {}, std::string val = {})
         : pool(std::move(p)), volume(std::move(v)), snapshot(std::move(s)), value(std::move(val)) {}
     std::string pool, volume, snapshot, value;
+    // Settled this many more times before it is forgotten: an undo that
+    // timed out may still be done (librados sends a monitor command again
+    // once the monitor is back), after a reconciliation found the object.
+    int recheck = 0;
 };
 
 struct Client::Impl {
@@ -426,6 +430,11 @@ Result Client::add_pool(const std::string& pool, const std::string& pgs, const s
             // (a time-out is no answer), and the undo may fail.
             impl_->remember(&c, {pool});
             int rc = undo();
+            if (rc < 0 && !existed) {
+                Pending again{pool};
+                again.recheck = 3;
+                impl_->remember(nullptr, again);
+            }
             return {500, "ERROR: Created pool \"" + pool + "\" in Ceph but could not record it in ZooKeeper (" + why +
                              "); " +
                              (existed ? std::string("the pool stays in Ceph (it existed before)")
@@ -788,8 +797,31 @@ Result Client::Impl::write_image(Connection& c, const std::string& pool, const s
                                  const std::string& left) {
     Io io(c, pool);
     Image image(io, volume, false);
-    std::vector<char> buf(4 << 20);
+    // Two 4 MiB buffers: one is written to Ceph (asynchronously) while the
+    // next is read from the upload, so the network and Ceph overlap.
+    struct Slot {
+        std::vector<char> buf = std::vector<char>(4 << 20);
+        rbd_completion_t done = nullptr;
+        std::size_t len = 0;
+    };
+    Slot slots[2];
+    std::uint64_t queued = 0;
     written = 0;
+    int write_error = 0;
+    // Waits for a slot's write; its bytes count as written once done.
+    auto finish = [&](Slot& s) {
+        if (!s.done) return;
+        rbd_aio_wait_for_complete(s.done);
+        auto rc = rbd_aio_get_return_value(s.done);
+        rbd_aio_release(s.done);
+        s.done = nullptr;
+        if (rc < 0 && write_error == 0) write_error = static_cast<int>(rc);
+        if (rc >= 0 && write_error == 0) written += s.len;
+    };
+    auto finish_all = [&] {
+        finish(slots[0]);
+        finish(slots[1]);
+    };
     auto state = [&] {
         std::string l = left;
         if (auto p = l.find("{n}"); p != std::string::npos) {
@@ -798,34 +830,54 @@ Result Client::Impl::write_image(Connection& c, const std::string& pool, const s
         }
         return l;
     };
+    auto write_failed = [&]() -> Result {
+        CephFailure f(write_error, "rbd: write error: " + errno_text(write_error));
+        if (f.unreachable()) throw f;
+        return refused(failed + ": " + std::string(f.what()) + "; " + state());
+    };
     bool end = false;
-    while (!end) {
+    for (int cur = 0; !end; cur ^= 1) {
+        Slot& s = slots[cur];
+        finish(s);
+        if (write_error) {
+            finish_all();
+            return write_failed();
+        }
         std::size_t have = 0;
-        while (have < buf.size()) {
-            std::int64_t n = up.read(buf.data() + have, buf.size() - have);
+        while (have < s.buf.size()) {
+            std::int64_t n = up.read(s.buf.data() + have, s.buf.size() - have);
             if (n < 0) {
+                finish_all();
                 std::string why = up.error ? up.error() : std::string();
                 return refused(failed + ": the upload could not be read" + (why.empty() ? "" : " (" + why + ")") +
-                               " after " + std::to_string(written + have) + " bytes; " + state());
+                               " after " + std::to_string(queued + have) + " bytes; " + state());
             }
             if (n == 0) {
                 end = true;
                 break;
             }
             have += static_cast<std::size_t>(n);
-            if (written + have > limit)
+            if (queued + have > limit) {
+                finish_all();
                 return refused(failed + ": the image is larger than volume '" + volume + "' (" + std::to_string(limit) +
                                " bytes); " + state());
+            }
         }
         if (have == 0) break;
-        ssize_t w = rbd_write(image.get(), written, have, buf.data());
-        if (w < 0) {
-            CephFailure f(static_cast<int>(w), "rbd: write error: " + errno_text(static_cast<int>(w)));
-            if (f.unreachable()) throw f;
-            return refused(failed + ": " + std::string(f.what()) + "; " + state());
+        s.len = have;
+        int rc = rbd_aio_create_completion(nullptr, nullptr, &s.done);
+        if (rc == 0) rc = rbd_aio_write(image.get(), queued, have, s.buf.data(), s.done);
+        if (rc < 0) {
+            if (s.done) rbd_aio_release(s.done);
+            s.done = nullptr;
+            finish_all();
+            write_error = rc;
+            return write_failed();
         }
-        written += have;
+        queued += have;
     }
+    finish_all();
+    if (write_error) return write_failed();
     int rc = rbd_flush(image.get());
     if (rc < 0) throw CephFailure(rc, "rbd: flush error: " + errno_text(rc));
     return done("");
@@ -1113,6 +1165,7 @@ void Client::Impl::remember(Connection* c, const Pending& p) {
         for (auto& q : pending)
             if (same(q, p)) {
                 q.value = p.value;
+                q.recheck = std::max(q.recheck, p.recheck);
                 known = true;
             }
         if (!known) pending.push_back(p);
@@ -1291,10 +1344,20 @@ std::size_t Client::Impl::reconcile(Connection& c, bool journals) {
     }
     std::size_t left = 0;
     for (const auto& p : todo) {
-        if (settle(c, p))
-            forget(c, p);
-        else
+        if (!settle(c, p)) {
             ++left;
+            continue;
+        }
+        bool again = false;
+        {
+            std::lock_guard g(pending_m);
+            for (auto& q : pending)
+                if (same(q, p) && q.recheck > 0) {
+                    --q.recheck;
+                    again = true;
+                }
+        }
+        if (!again) forget(c, p);
     }
     if (read_all) {
         std::lock_guard g(pending_m);

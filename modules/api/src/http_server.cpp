@@ -275,7 +275,7 @@ private:
 // never buffered here), and the handler's thread. One piece at a time.
 class BodyChannel : public BodyStream {
 public:
-    static constexpr std::size_t kPiece = 256 * 1024;
+    static constexpr std::size_t kPiece = 1024 * 1024;
 
     BodyChannel(std::stop_token stop, std::optional<std::uint64_t> length)
         : stop_(std::move(stop)), length_(length), piece_(kPiece) {}
@@ -495,6 +495,8 @@ private:
         body_limit_ = srv_->opt.limits.body_bytes;
         stream_parser_.reset();
         channel_.reset();
+        piece_filled_ = 0;
+        deferred_error_.reset();
         streamed_ = body_done_ = body_broken_ = reading_body_ = expect_continue_ = continue_sent_ = false;
         held_.reset();
         read_started_ = Clock::now();
@@ -657,6 +659,7 @@ private:
             if (channel_) channel_->fail("the connection was closed");
             return;
         }
+        if (deferred_error_) return body_failed(*std::exchange(deferred_error_, std::nullopt));
         if (expect_continue_ && !continue_sent_) {
             continue_sent_ = true;
             static const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -673,8 +676,8 @@ private:
     void read_piece() {
         reading_body_ = true;
         auto& body = stream_parser_->get().body();
-        body.data = channel_->piece();
-        body.size = BodyChannel::kPiece;
+        body.data = channel_->piece() + piece_filled_;
+        body.size = BodyChannel::kPiece - piece_filled_;
         body.more = true;
         // The client's pace is bounded per piece, not per request: an upload
         // of any length goes on while data comes. By a timer of our own that
@@ -699,9 +702,13 @@ private:
         if (closed_) return;
         if (ec == http::error::need_buffer) ec = {};
         if (ec == net::error::operation_aborted && body_timed_out_) ec = beast::error::timeout;
-        const std::size_t n = BodyChannel::kPiece - stream_parser_->get().body().size;
+        // Handed to the route when full (or at the body's end): one hand-over
+        // per piece, not one per socket read.
+        piece_filled_ = BodyChannel::kPiece - stream_parser_->get().body().size;
+        const std::size_t n = piece_filled_;
         if (held_) {
             // Answered already; the rest of the body is read and dropped.
+            piece_filled_ = 0;
             if (!ec && !stream_parser_->is_done() && held_drain_) return read_piece();
             if (!ec && stream_parser_->is_done()) body_done_ = true;
             else keep_alive_ = false;
@@ -709,10 +716,17 @@ private:
             held_.reset();
             return write(std::move(res));
         }
-        if (ec) return body_failed(ec);
+        if (ec) {
+            if (n == 0) return body_failed(ec);
+            // What came before the failure goes to the route first.
+            piece_filled_ = 0;
+            deferred_error_ = ec;
+            return channel_->filled(n, false);
+        }
         const bool done = stream_parser_->is_done();
-        if (!done && n == 0) return read_piece();  // only framing (a chunk's size line) so far
+        if (!done && n < BodyChannel::kPiece) return read_piece();
         if (done) body_done_ = true;
+        piece_filled_ = 0;
         channel_->filled(n, done);
         if (done) {
             ctl_->body_done();
@@ -754,7 +768,8 @@ private:
             }
             return;
         }
-        if (held_drain_) return read_piece();
+        piece_filled_ = 0;
+        if (held_drain_ && !deferred_error_) return read_piece();
         keep_alive_ = false;
         HttpResponse r = std::move(*held_);
         held_.reset();
@@ -934,6 +949,8 @@ private:
     bool expect_continue_ = false, continue_sent_ = false;
     std::optional<HttpResponse> held_;  // the answer given before the body's end, sent once it is dropped
     bool held_drain_ = false;
+    std::size_t piece_filled_ = 0;  // of the piece being read
+    std::optional<beast::error_code> deferred_error_;  // a read's failure, after the bytes it brought
     net::steady_timer body_timer_{stream_.get_executor()};  // a streamed body's piece
     bool body_timed_out_ = false;
     std::optional<std::string> api_key_;

@@ -94,8 +94,8 @@ inline void throw_if_stopped(const std::stop_token& stop) {
 }
 
 // A streamed request's body (ServerOptions::streamed), read by the handler
-// on its worker thread as the client sends it; at most a few hundred KiB of
-// it are held at a time. The client is given `limits.request_timeout` for
+// on its worker thread as the client sends it; at most one 1 MiB piece of
+// it is held at a time. The client is given `limits.request_timeout` for
 // each piece: one that stops sending is cut off (read() fails, error() says
 // so). The request's CPU and time budgets count from the body's end.
 class BodyStream {
