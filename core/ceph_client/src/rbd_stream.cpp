@@ -152,9 +152,7 @@ private:
 };
 
 bool all_zero(const char* p, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i)
-        if (p[i]) return false;
-    return true;
+    return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);  // each byte equals the next, the first 0
 }
 
 // One asynchronous librbd call and its buffer.
@@ -162,7 +160,8 @@ struct Aio {
     rbd_completion_t c = nullptr;
     std::uint64_t off = 0, len = 0;
     bool exists = false;
-    std::vector<char> data;
+    std::vector<char> data;                 // a write's
+    std::unique_ptr<char[]> read_buf;       // a read's (not zeroed first: librbd fills it)
     ~Aio() {
         if (!c) return;
         rbd_aio_wait_for_complete(c);  // never free a buffer librbd still fills
@@ -233,10 +232,10 @@ void write_diff(rbd_image_t img, const char* from, const char* to, int format, O
         a->len = e.len;
         a->exists = e.exists;
         if (e.exists) {
-            a->data.resize(e.len);
+            a->read_buf.reset(new char[e.len]);
             int r = rbd_aio_create_completion(nullptr, nullptr, &a->c);
             if (r < 0) fail(r, "rbd: export error");
-            r = rbd_aio_read2(img, e.off, e.len, a->data.data(), a->c, LIBRADOS_OP_FLAG_FADVISE_NOCACHE);
+            r = rbd_aio_read2(img, e.off, e.len, a->read_buf.get(), a->c, LIBRADOS_OP_FLAG_FADVISE_NOCACHE);
             if (r < 0) fail(r, "rbd: error requesting read from source image");
         }
         window.push_back(std::move(a));
@@ -249,14 +248,16 @@ void write_diff(rbd_image_t img, const char* from, const char* to, int format, O
         if (exists) {
             int r = a->wait();
             if (r < 0) fail(r, "rbd: error reading from source image at offset " + std::to_string(a->off));
-            exists = !all_zero(a->data.data(), a->data.size());
+            if (static_cast<std::uint64_t>(r) != a->len)
+                fail(-EIO, "rbd: short read from source image at offset " + std::to_string(a->off));
+            exists = !all_zero(a->read_buf.get(), a->len);
         }
         out.u8(exists ? kWrite : kZero);
         if (format == 2) out.le64(exists ? 16 + a->len : 16);
         out.le64(a->off);
         out.le64(a->len);
         if (exists) {
-            out.raw(a->data.data(), a->data.size());
+            out.raw(a->read_buf.get(), a->len);
             st.data_bytes += a->len;
         }
     }
