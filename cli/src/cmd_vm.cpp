@@ -407,6 +407,16 @@ void vm_relocate(const VmArgs& a, const std::string& op) {
         return state != target_state;
     }, 500ms);
     std::string now_node = read(path("domain.node", {u}));
+    // A migration by shutdown passes through `stop` on the target: the
+    // source writes it once the VM is off and lets go of the sync lock, then
+    // the target starts the VM. The target is given 30 s for that before
+    // the result is judged.
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         state == "stop" && now_node == target && std::chrono::steady_clock::now() < until;) {
+        pause(500ms);
+        state = state_of(u);
+        now_node = read(path("domain.node", {u}));
+    }
     if (state != "start" || now_node != target)
         throw Failure("migration of VM " + name + " did not complete: state " + state + " on node " + now_node);
     std::cout << "Migrated VM " << name << " to node " << target << "." << std::endl;

@@ -499,6 +499,30 @@ TEST_F(PvcCli, MigrateWaitReturnsWhenTheTargetHasIt) {
     EXPECT_NE(r.out.find("Migrated VM web1 to node hv2"), std::string::npos) << r.out;
 }
 
+// A migration by shutdown: the source writes `stop` once the VM is off,
+// then the target starts it. The wait reports the migration done, not the
+// passing `stop` (api_daemon_test's walk through pvc failed so under load).
+TEST_F(PvcCli, MigrateWaitSeesAShutdownMigrationThroughItsStop) {
+    define("web1", kUuid);
+    set(P(kUuid, "state"), "start");
+    auto daemons = std::async(std::launch::async, [&] {
+        pvc::zk::SessionOptions o;
+        o.hosts = server_->hosts();
+        auto zk = pvc::zk::Session::connect(o);
+        bool seen = pvc::test::eventually([&] { return zk->get(P(kUuid, "state")) == "migrate"; }, 30s);
+        zk->write(P(kUuid, "state"), "stop");  // the source, the VM shut down
+        // The command's wait (0.5 s polls) has seen `stop` by then.
+        std::this_thread::sleep_for(1500ms);
+        zk->write({{"/nodes/hv2/runningdomains", kUuid}, {P(kUuid, "state"), "start"}});  // the target
+        zk->close();
+        return seen;
+    });
+    auto r = pvc({"vm", "migrate", "web1", "--node", "hv2", "--wait"});
+    EXPECT_TRUE(daemons.get());
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("Migrated VM web1 to node hv2"), std::string::npos) << r.out;
+}
+
 // ---------------------------------------------------------------- modify / remove
 
 TEST_F(PvcCli, ModifyReplacesXmlAndMetadata) {
