@@ -42,14 +42,17 @@ function(pvc_add_health_plugin NAME)
   install(TARGETS ${target} LIBRARY DESTINATION ${PVC_PLUGIN_INSTALL_DIR})
 endfunction()
 
-# pvc_add_test(NAME SOURCES ... LABELS ... [LIBRARIES ...] [TIMEOUT s] [SHARDS n])
+# pvc_add_test(NAME SOURCES ... LABELS ... [LIBRARIES ...] [TIMEOUT s] [SHARDS n] [COMPUTES])
 #   A GoogleTest binary registered with ctest under the given labels.
 #   SHARDS n: registered as n ctest entries NAME-1ofn ... NAME-nofn, each running
 #   one GoogleTest shard (GTEST_TOTAL_SHARDS/GTEST_SHARD_INDEX: every case runs
 #   in exactly one shard), so a parallel ctest overlaps a binary whose cases
 #   mostly wait on real time. TIMEOUT then applies to each shard.
+#   COMPUTES: the test keeps a core busy for much of its run (most tests wait
+#   on real time and use a fifth of a core or less): ctest counts it as two
+#   of the tests it runs at once (PROCESSORS 2; tools/test.sh runs 4).
 function(pvc_add_test NAME)
-  cmake_parse_arguments(ARG "" "TIMEOUT;SHARDS" "SOURCES;LABELS;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "COMPUTES" "TIMEOUT;SHARDS" "SOURCES;LABELS;LIBRARIES" ${ARGN})
   add_executable(${NAME} ${ARG_SOURCES})
   # Tests may reach the daemon internals (daemon/, health/, zk/) as well as the SDK.
   target_link_libraries(${NAME} PRIVATE pvc::daemon pvc::testsupport GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
@@ -63,9 +66,14 @@ function(pvc_add_test NAME)
     math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * 3")
   endif()
   set(env "PVC_BUILD_DIR=${PROJECT_BINARY_DIR};PVC_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  set(processors 1)
+  if(ARG_COMPUTES)
+    set(processors 2)
+  endif()
   if(NOT ARG_SHARDS OR ARG_SHARDS LESS 2)
     add_test(NAME ${NAME} COMMAND ${NAME})
-    set_tests_properties(${NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "${env}")
+    set_tests_properties(${NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "${env}"
+      PROCESSORS ${processors})
     return()
   endif()
   math(EXPR last "${ARG_SHARDS} - 1")
@@ -74,6 +82,6 @@ function(pvc_add_test NAME)
     set(test ${NAME}-${shard}of${ARG_SHARDS})
     add_test(NAME ${test} COMMAND ${NAME})
     set_tests_properties(${test} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
-      ENVIRONMENT "${env};GTEST_TOTAL_SHARDS=${ARG_SHARDS};GTEST_SHARD_INDEX=${index}")
+      ENVIRONMENT "${env};GTEST_TOTAL_SHARDS=${ARG_SHARDS};GTEST_SHARD_INDEX=${index}" PROCESSORS ${processors})
   endforeach()
 endfunction()
