@@ -218,13 +218,8 @@ void add_backup_commands(CLI::App& app) {
         // A file saved from the API holds the JSON text as a JSON string.
         if (data.is_string()) data = backup::Json::parse(data.get<std::string>(), nullptr, false);
         if (data.is_discarded() || !data.is_object()) throw Failure("ERROR: Failed to parse JSON data: " + cr->file + " is not a cluster backup");
-        if (!cr->yes) {
-            if (!isatty(0)) throw Failure("refusing to restore without --yes when not interactive", exit_usage);
-            std::cout << "Replace the cluster's keys with the backup's (" << data.size() << " keys)? [y/N] " << std::flush;
-            std::string answer;
-            std::getline(std::cin, answer);
-            if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("Aborted.");
-        }
+        confirm(cr->yes, "restore",
+                "Replace the cluster's keys with the backup's (" + std::to_string(data.size()) + " keys)?", "Aborted.");
         auto a = backup::cluster_restore(*session(), data);
         if (!a.ok()) throw Failure(a.message);
         std::cout << a.message << std::endl;

@@ -137,13 +137,8 @@ void add_cluster_commands(CLI::App& app) {
                  "  pvc cluster init --overwrite --yes");
     init->callback([ia] {
         if (ia->overwrite) {
-            if (!ia->yes) {
-                if (!isatty(0)) throw Failure("refusing to overwrite the cluster without --yes when not interactive", exit_usage);
-                std::cout << "Remove and overwrite any existing data of the cluster? [y/N] " << std::flush;
-                std::string answer;
-                std::getline(std::cin, answer);
-                if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("Aborted.");
-            }
+            confirm(ia->yes, "overwrite the cluster", "Remove and overwrite any existing data of the cluster?",
+                    "Aborted.");
             auto a = backup::cluster_initialize(*session(), true);
             if (!a.ok()) throw Failure(a.message);
             std::cout << a.message << std::endl;

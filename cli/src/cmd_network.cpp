@@ -120,14 +120,8 @@ void network_modify(const NetworkArgs& a) {
 
 void network_remove(const NetworkArgs& a) {
     auto vni = require_network(a.vni);
-    if (!a.yes) {
-        if (!isatty(0))
-            throw Failure("refusing to remove network " + a.vni + " without --yes when not interactive", exit_usage);
-        std::cout << "Remove network " << a.vni << " (VNI " << vni << ")? VMs using it lose it. [y/N] " << std::flush;
-        std::string answer;
-        std::getline(std::cin, answer);
-        if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("not removed");
-    }
+    confirm(a.yes, "remove network " + a.vni,
+            "Remove network " + a.vni + " (VNI " + vni + ")? VMs using it lose it.", "not removed");
     report(client::remove_network(*session(), vni));
 }
 

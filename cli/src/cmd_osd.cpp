@@ -28,15 +28,6 @@ using namespace std::chrono_literals;
 
 constexpr const char* benchmarks = "/ceph/benchmarks";
 
-void ask(bool yes, const std::string& question) {
-    if (yes) return;
-    if (!isatty(0)) throw Failure("refusing to " + question + " without --yes when not interactive", exit_usage);
-    std::cout << question << "? [y/N] " << std::flush;
-    std::string answer;
-    std::getline(std::cin, answer);
-    if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("not done");
-}
-
 // Queues `name` on `node`, then follows it (the reference client's waiter:
 // each new stage printed, then "<state>: <status>") or prints its id.
 void task(const std::string& name, const std::string& node, const nlohmann::json& kwargs, bool wait) {
@@ -187,7 +178,7 @@ void add_osd_commands(CLI::App& app) {
                "database there. A disk holding a partition table, a filesystem or LVM is refused untouched.\n\n" + runs +
                "\n\nExamples:\n  pvc storage osd create-db-vg hv1 /dev/nvme0n1 --yes");
     vg->callback([vga] {
-        ask(vga->yes, "Destroy all data on and create a new OSD database volume group on node " + vga->node + " device " +
+        confirm(vga->yes, "Destroy all data on and create a new OSD database volume group on node " + vga->node + " device " +
                           vga->device);
         task("osd.add_db_vg", vga->node, {{"device", vga->device}}, vga->wait);
     });
@@ -208,7 +199,7 @@ void add_osd_commands(CLI::App& app) {
                 "\n\nExamples:\n  pvc storage osd add hv1 /dev/sdb --weight 1.0 --yes\n"
                 "  pvc storage osd add hv1 detect:INTEL:480GB:0 --ext-db-ratio 0.05 --yes");
     add->callback([aa] {
-        ask(aa->yes, "Destroy all data on and create new OSD(s) on node " + aa->node + " device " + aa->device);
+        confirm(aa->yes, "Destroy all data on and create new OSD(s) on node " + aa->node + " device " + aa->device);
         task("osd.add", aa->node,
              {{"device", aa->device}, {"weight", aa->weight}, {"ext_db_ratio", opt(aa->ratio)},
               {"ext_db_size", opt(aa->size)}, {"split_count", opt(aa->count)}},
@@ -231,7 +222,7 @@ void add_osd_commands(CLI::App& app) {
                 "\n\nExamples:\n  pvc storage osd replace 3 /dev/sdc --yes");
     rep->callback([ra] {
         std::string node = osd_node(ra->osd);
-        ask(ra->yes, "Destroy all data on and replace OSD " + ra->osd + " (and peer split OSDs) with new device " + ra->device);
+        confirm(ra->yes, "Destroy all data on and replace OSD " + ra->osd + " (and peer split OSDs) with new device " + ra->device);
         task("osd.replace", node,
              {{"osd_id", ra->osd}, {"new_device", ra->device}, {"old_device", opt(ra->old_device)},
               {"weight", opt(ra->weight)}, {"ext_db_ratio", opt(ra->ratio)}, {"ext_db_size", opt(ra->size)}},
@@ -248,7 +239,7 @@ void add_osd_commands(CLI::App& app) {
                 runs + "\n\nExamples:\n  pvc storage osd refresh 3 /dev/sdb --yes");
     ref->callback([fa] {
         std::string node = osd_node(fa->osd);
-        ask(fa->yes, "Refresh OSD " + fa->osd + " (and peer split OSDs) on device " + fa->device);
+        confirm(fa->yes, "Refresh OSD " + fa->osd + " (and peer split OSDs) on device " + fa->device);
         task("osd.refresh", node, {{"osd_id", fa->osd}, {"device", fa->device}, {"ext_db_flag", false}}, fa->wait);
     });
 
@@ -263,7 +254,7 @@ void add_osd_commands(CLI::App& app) {
                 "no other logical volume is on it.\n\n" + runs + "\n\nExamples:\n  pvc storage osd remove 3 --yes");
     rem->callback([da] {
         std::string node = osd_node(da->osd);
-        ask(da->yes, "Remove and destroy data on OSD " + da->osd);
+        confirm(da->yes, "Remove and destroy data on OSD " + da->osd);
         task("osd.remove", node, {{"osd_id", da->osd}, {"force_flag", da->force}, {"skip_zap_flag", false}}, da->wait);
     });
 
@@ -281,7 +272,7 @@ void add_osd_commands(CLI::App& app) {
     brun->callback([ba] {
         if (ba->node.empty() || ba->node.find('/') != std::string::npos || !session()->exists(path("pool.name", {ba->node})))
             throw Failure("Pool \"" + ba->node + "\" is not valid.");
-        ask(ba->yes, "Storage benchmarks take approximately 10 minutes to run and generate significant load on the "
+        confirm(ba->yes, "Storage benchmarks take approximately 10 minutes to run and generate significant load on the "
                      "cluster; they should be run sparingly. Continue");
         task("storage.benchmark", "primary", {{"pool", ba->node}}, ba->wait);
     });

@@ -92,15 +92,6 @@ void report(const ceph::Result& r) {
     std::cout << r.message << std::endl;
 }
 
-void confirm(bool yes, const std::string& question) {
-    if (yes) return;
-    if (!isatty(0)) throw Failure("refusing to " + question + " without --yes when not interactive", exit_usage);
-    std::cout << question << "? [y/N] " << std::flush;
-    std::string answer;
-    std::getline(std::cin, answer);
-    if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("not done");
-}
-
 bool matches(const std::string& limit, const std::string& name) {
     if (limit.empty()) return true;
     try {

@@ -267,14 +267,7 @@ void vm_modify(const VmArgs& a) {
 void vm_remove(const VmArgs& a) {
     std::string u = find_vm(a.vm);
     std::string name = read(path("domain.name", {u}));
-    if (!a.yes) {
-        if (::isatty(STDIN_FILENO) != 1)
-            throw Failure("refusing to remove VM " + name + " without --yes when not interactive", exit_usage);
-        std::cout << "Remove VM " << name << " (" << u << ") from the cluster? [y/N] " << std::flush;
-        std::string answer;
-        std::getline(std::cin, answer);
-        if (answer != "y" && answer != "Y" && answer != "yes") throw Failure("not removed");
-    }
+    confirm(a.yes, "remove VM " + name, "Remove VM " + name + " (" + u + ") from the cluster?", "not removed");
     std::string rbd = read(path("domain.storage.volumes", {u}));
     if (!client::undefine_vm(session(), u, 1s)) throw Failure("could not remove VM " + name);
     std::cout << "Removed VM " << name << " from the cluster." << std::endl;

@@ -120,6 +120,16 @@ std::optional<double> to_double(const std::string& s) {
 
 void pause(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
+void confirm(bool yes, const std::string& action, const std::string& question, const std::string& declined) {
+    if (yes) return;
+    if (isatty(STDIN_FILENO) != 1)
+        throw Failure("refusing to " + action + " without --yes when not interactive", exit_usage);
+    std::cout << (question.empty() ? action + "?" : question) << " [y/N] " << std::flush;
+    std::string answer;
+    std::getline(std::cin, answer);
+    if (answer != "y" && answer != "Y" && answer != "yes") throw Failure(declined);
+}
+
 std::string new_uuid() { return client::new_uuid(); }
 
 }  // namespace pvc::cli

@@ -74,4 +74,11 @@ void pause(std::chrono::milliseconds d);
 // A new random UUID (version 4), canonical lowercase.
 std::string new_uuid();
 
+// Unless `yes` (--yes): refuses "refusing to <action> without --yes" (exit
+// status 2) when standard input is not a terminal, else asks `question`
+// ("<action>?" when empty) with " [y/N]" and throws `declined` on anything
+// but y, Y or yes.
+void confirm(bool yes, const std::string& action, const std::string& question = {},
+             const std::string& declined = "not done");
+
 }  // namespace pvc::cli
