@@ -72,7 +72,8 @@ const std::set<std::string> kNetworkingKeys = {
 const std::set<std::string> kStorageKeys = {"ceph_config_file", "ceph_admin_keyring"};
 
 // A key of a disabled function is absent (a legacy plugin reading it fails
-// its run, as on a reference node), never None; and no key of our own.
+// its run, as on a reference node), never None; and of our own keys only
+// ipmitool_args (the fencing module's, for the bundled ipmi plugin).
 TEST(FlatDictionary, KeysAreTheReferencesForTheNodesFunctions) {
     for (bool networking : {false, true}) {
         for (bool storage : {false, true}) {
@@ -83,6 +84,7 @@ TEST(FlatDictionary, KeysAreTheReferencesForTheNodesFunctions) {
                 if (!hypervisor) text = replace(text, "enable_hypervisor: True", "enable_hypervisor: False");
                 auto j = flat_with_modules(text);
                 std::set<std::string> expected = kGeneralKeys;
+                expected.insert("ipmitool_args");
                 if (!hypervisor)
                     for (const auto& k : kHypervisorKeys) expected.erase(k);
                 if (networking) expected.insert(kNetworkingKeys.begin(), kNetworkingKeys.end());
